@@ -1,0 +1,34 @@
+# The README's commands. Each target does its own set-up (virtualenv, Docker daemon, base images).
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+COMPOSE_CPU := docker compose -f compose.yaml -f compose.cpu.yaml
+
+.PHONY: up down test lint venv images pins-check help
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+up: ## main job: build the images, start the single-host stack, verify it, print how to connect
+	bash scripts/compose-up.sh
+
+down: ## stop the single-host stack and remove its containers, network and volumes
+	$(COMPOSE_CPU) --profile verify down -v --remove-orphans
+
+test: venv ## the whole test suite (what CI runs)
+	bash scripts/run-tests.sh
+
+lint: venv ## yamllint, ansible-lint, ruff and mypy
+	bash scripts/lint.sh
+
+images: ## build the scheduler and worker images with the settings in .env
+	bash scripts/setup-docker.sh && bash scripts/base-images.sh && bash scripts/build-images.sh
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt images/verify/pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e images/verify
+	touch $@

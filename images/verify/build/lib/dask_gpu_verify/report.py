@@ -1,0 +1,92 @@
+"""The verification report: a table for people and JSON for machines."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from .findings import Finding
+
+
+@dataclass
+class Report:
+    scheduler: str
+    backend: str = "unknown"
+    gpu_required: bool = True
+    workers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    versions: dict[str, Any] = field(default_factory=dict)
+    workload: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def cluster_bandwidth(self) -> dict[str, float]:
+        totals = {"sum_gbps": 0.0, "copy_gbps": 0.0}
+        for info in self.workers.values():
+            for key in totals:
+                totals[key] += info.get("bandwidth", {}).get(key, 0.0)
+        return totals
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "scheduler": self.scheduler,
+            "backend": self.backend,
+            "gpu_required": self.gpu_required,
+            "note": self.note(),
+            "workers_registered": len(self.workers),
+            "gpus": sorted(info["gpu"]["uuid"] for info in self.workers.values() if "uuid" in info.get("gpu", {})),
+            "workers": self.workers,
+            "versions": self.versions,
+            "workload": self.workload,
+            "bandwidth_cluster": self.cluster_bandwidth(),
+            "timings": self.timings,
+            "failures": [finding.to_dict() for finding in self.findings],
+        }
+
+    def note(self) -> str:
+        if self.backend == "numpy":
+            return "NO GPU WAS USED: the workload ran with NumPy on the CPU because GPUs were not required."
+        if self.backend == "cupy":
+            return "The workload ran with CuPy on the workers' GPUs."
+        return "The workload did not run."
+
+    def write_json(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+
+    def print_table(self, out: TextIO) -> None:
+        unit = "GPU" if self.backend == "cupy" else "memory"
+        print(f"Scheduler {self.scheduler}: {len(self.workers)} workers, backend {self.backend}", file=out)
+        print(self.note(), file=out)
+        header = ("host", "worker", "GPU", "UUID", f"{unit} sum GB/s", f"{unit} copy GB/s")
+        rows = [header]
+        for address, info in sorted(self.workers.items(), key=lambda item: (item[1].get("hostname", ""), item[0])):
+            gpu = info.get("gpu", {})
+            bandwidth = info.get("bandwidth", {})
+            rows.append((info.get("hostname", "?"), str(info.get("name", address)), gpu.get("name", "-"),
+                         gpu.get("uuid", "-"), _gbps(bandwidth.get("sum_gbps")), _gbps(bandwidth.get("copy_gbps"))))
+        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        for row in rows:
+            print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip(), file=out)
+        totals = self.cluster_bandwidth()
+        print(f"cluster {unit} bandwidth: sum {totals['sum_gbps']:.1f} GB/s, copy {totals['copy_gbps']:.1f} GB/s "
+              "(all workers at once)", file=out)
+        if self.versions.get("scheduler"):
+            shown = ", ".join(f"{k} {v}" for k, v in sorted(self.versions["scheduler"].items()) if v)
+            print(f"versions (scheduler): {shown}", file=out)
+        if self.workload:
+            load = self.workload
+            print(f"workload n={load['n']} chunk={load['chunk']}: result {load.get('result')!r}, expected "
+                  f"{load['expected']!r}, {load.get('seconds', float('nan')):.3f} s", file=out)
+        for finding in self.findings:
+            print(finding.line(), file=out)
+        print("PASS" if self.ok else f"FAILED: {len(self.findings)} check(s)", file=out)
+
+
+def _gbps(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"

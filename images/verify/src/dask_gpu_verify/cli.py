@@ -1,0 +1,174 @@
+"""dask-gpu-verify: prove a Dask-CUDA cluster works, or name the host and GPU that does not.
+
+Connects to a scheduler (TLS from the standard Dask config or DASK_DISTRIBUTED__COMM__TLS__* env),
+waits for the expected workers, compares versions, checks GPU placement, measures memory bandwidth
+per worker, runs a workload with a closed-form answer, prints a table and writes JSON.
+Exit status: 0 all checks pass, 1 a check failed, 2 the cluster could not be reached.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from . import checks, probes, workload
+from .findings import Finding
+from .report import Report
+
+EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 2
+
+
+def parse_host_count(text: str) -> tuple[str, int]:
+    host, sep, count = text.rpartition("=")
+    if not sep or not host or not count.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST=COUNT, got {text!r}")
+    return host, int(count)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dask-gpu-verify", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", default=os.environ.get("DASK_SCHEDULER_ADDRESS"),
+                       help="scheduler address, e.g. tls://10.0.0.1:8786 (default: $DASK_SCHEDULER_ADDRESS)")
+    where.add_argument("--scheduler-file", type=Path, help="a scheduler file written by `dask scheduler`")
+    p.add_argument("--expect-workers", type=int, default=1, help="Dask workers that must register (default 1)")
+    p.add_argument("--expect-gpus", type=int, default=None,
+                   help="GPU workers required (default: all expected workers, or 0 with --allow-cpu)")
+    p.add_argument("--expect-host", type=parse_host_count, action="append", default=[], metavar="HOST=COUNT",
+                   help="workers expected on one host (hostname or IP); repeat per host")
+    p.add_argument("--allow-cpu", action="store_true",
+                   help="GPUs are not required: without them the workload runs with NumPy, and the report says so")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for workers (default 120)")
+    p.add_argument("--size", type=int, default=None, help="workload matrix size n (default per backend)")
+    p.add_argument("--chunk", type=int, default=None, help="workload chunk size (default per backend)")
+    p.add_argument("--bandwidth-mib", type=int, default=None,
+                   help="array size per worker for the bandwidth probe (default 2048 on GPU, 256 on CPU)")
+    p.add_argument("--tolerance", type=float, default=1e-9, help="relative tolerance on the workload's answer")
+    p.add_argument("--json", type=Path, default=None, help="write the JSON report here")
+    return p
+
+
+def connect(args: argparse.Namespace) -> Any:
+    from distributed import Client
+
+    if args.scheduler_file is not None:
+        return Client(scheduler_file=str(args.scheduler_file), timeout=args.timeout)
+    if not args.scheduler:
+        raise ValueError("no scheduler: give --scheduler, --scheduler-file or DASK_SCHEDULER_ADDRESS")
+    return Client(args.scheduler, timeout=args.timeout)
+
+
+def registered_workers(client: Any) -> dict[str, dict[str, Any]]:
+    info = client.scheduler_info(n_workers=-1)
+    return {address: {"host": worker.get("host"), "name": worker.get("name")}
+            for address, worker in info["workers"].items()}
+
+
+def wait_for_workers(client: Any, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    deadline = time.monotonic() + args.timeout
+    needed = dict(args.expect_host)
+    while True:
+        workers = registered_workers(client)
+        short = checks.worker_counts(workers, args.expect_workers, needed)
+        if not short or time.monotonic() > deadline:
+            return workers
+        time.sleep(0.5)
+
+
+def verify(client: Any, args: argparse.Namespace, report: Report) -> None:
+    started = time.monotonic()
+    workers = wait_for_workers(client, args)
+    report.timings["wait_for_workers_s"] = time.monotonic() - started
+    if not workers:
+        report.findings.append(Finding("workers", f"no worker registered within {args.timeout:g} s"))
+        return
+
+    gpus: dict[str, dict[str, Any]] = client.run(probes.gpu_info)
+    for address, info in workers.items():
+        info["hostname"] = gpus.get(address, {}).get("hostname", info["host"])
+        info["gpu"] = gpus.get(address, {})
+    hosts = {address: info["hostname"] for address, info in workers.items()}
+    report.workers = workers
+    report.findings += checks.worker_counts(workers, args.expect_workers, dict(args.expect_host))
+
+    client_versions = probes.versions()
+    scheduler_versions = client.run_on_scheduler(probes.versions)
+    worker_versions = client.run(probes.versions)
+    report.versions = {"client": client_versions, "scheduler": scheduler_versions, "workers": worker_versions}
+    report.findings += checks.version_mismatches(client_versions, scheduler_versions, worker_versions, hosts)
+
+    gpu_workers = sorted(address for address, info in gpus.items() if "uuid" in info)
+    report.findings += checks.missing_gpus(gpus, hosts, gpu_required=not args.allow_cpu)
+    report.findings += checks.gpu_placement(gpus, hosts)
+    expect_gpus = args.expect_gpus if args.expect_gpus is not None else (0 if args.allow_cpu else args.expect_workers)
+    if len(gpu_workers) < expect_gpus:
+        report.findings.append(Finding("gpu", f"{len(gpu_workers)} GPU workers found, {expect_gpus} expected"))
+
+    if gpu_workers:
+        report.backend, targets = "cupy", gpu_workers
+    elif args.allow_cpu:
+        report.backend, targets = "numpy", sorted(workers)
+    else:
+        return
+    run_bandwidth(client, args, report, targets)
+    run_workload(client, args, report, targets)
+
+
+def run_bandwidth(client: Any, args: argparse.Namespace, report: Report, targets: list[str]) -> None:
+    mib = args.bandwidth_mib or (2048 if report.backend == "cupy" else 256)
+    futures = {address: client.submit(probes.memory_bandwidth, mib << 20, 5, report.backend, workers=[address],
+                                      allow_other_workers=False, pure=False) for address in targets}
+    for address, future in futures.items():
+        try:
+            report.workers[address]["bandwidth"] = future.result()
+        except Exception as error:
+            worker = report.workers[address]
+            report.findings.append(Finding("bandwidth", f"probe failed: {error!r}", host=worker["hostname"],
+                                           worker=address, gpu=worker.get("gpu", {}).get("uuid")))
+
+
+def run_workload(client: Any, args: argparse.Namespace, report: Report, targets: list[str]) -> None:
+    default_n, default_chunk = workload.DEFAULTS[report.backend]
+    n, chunk = args.size or default_n, args.chunk or default_chunk
+    expected = workload.expected_total(n, chunk)
+    report.workload = {"n": n, "chunk": chunk, "expected": float(expected), "gram_tasks": workload.task_count(n, chunk),
+                       "flops": 2.0 * chunk ** 2 * n * n / chunk}
+    graph = workload.build(n, chunk, report.backend)
+    started = time.monotonic()
+    try:
+        got = client.compute(graph, workers=targets, allow_other_workers=False).result()
+    except Exception as error:
+        report.findings.append(Finding("workload", f"failed on the cluster: {error!r}"))
+        return
+    seconds = time.monotonic() - started
+    report.workload.update(result=got, seconds=seconds, tflops=report.workload["flops"] / seconds / 1e12)
+    finding = checks.result_error(float(expected), got, args.tolerance)
+    if finding is not None:
+        report.findings.append(finding)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    report = Report(scheduler=str(args.scheduler or args.scheduler_file), gpu_required=not args.allow_cpu)
+    try:
+        client = connect(args)
+    except (OSError, ValueError) as error:
+        print(f"cannot reach the scheduler {report.scheduler}: {error}", file=sys.stderr)
+        report.findings.append(Finding("connect", str(error)))
+        if args.json:
+            report.write_json(args.json)
+        return EXIT_UNREACHABLE
+    with client:
+        verify(client, args, report)
+    report.print_table(sys.stdout)
+    if args.json:
+        report.write_json(args.json)
+    return EXIT_OK if report.ok else EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Static checks, no skip lists: yamllint, ansible-lint (production profile), ruff, mypy.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=.venv/bin
+$bin/yamllint --strict .
+if compgen -G "roles/*" >/dev/null || [ -f site.yml ]; then $bin/ansible-lint --profile production; fi
+$bin/ruff check images/verify scripts tests
+$bin/mypy --ignore-missing-imports --strict --allow-untyped-calls images/verify/src

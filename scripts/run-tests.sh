@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: set-up, lint, then pytest over tests/.
+# Needs root on a fresh Debian machine (it installs Docker and debootstrap when missing).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+step() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+
+step "docker daemon and base images"
+bash scripts/setup-docker.sh
+base="$(sed -n 's/^BASE_IMAGE=debian:\(.*\)-slim$/\1/p' .env)"
+[ -z "$base" ] || bash scripts/base-images.sh "$base"
+
+step "images"
+started=$(date +%s)
+bash scripts/build-images.sh >reports-build.log 2>&1 || { tail -40 reports-build.log; exit 1; }
+echo "images built in $(( $(date +%s) - started )) s"; rm -f reports-build.log
+
+step "lint"
+bash scripts/lint.sh
+
+step "pytest"
+set +e
+.venv/bin/python -m pytest -v -p no:cacheprovider tests "$@"
+status=$?
+set -e
+if [ "$status" = 5 ]; then echo "pytest collected no tests: that is a failure here" >&2; exit 1; fi
+exit "$status"

@@ -1,0 +1,17 @@
+"""Both profiles, for both CUDA majors, resolve against the committed pins (no image is built)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from dockerutil import ROOT, settings
+
+
+@pytest.mark.parametrize("cuda", ["12", "13"])
+def test_pins_resolve_for_lean_and_full(cuda: str) -> None:
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "pin-versions.py"), "--check",
+                             "--release", settings()["RAPIDS_RELEASE"], "--cuda", cuda],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "lean profile resolves" in result.stdout and "full profile resolves" in result.stdout

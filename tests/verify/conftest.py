@@ -1,0 +1,78 @@
+"""A real local Dask cluster (scheduler and worker processes on 127.0.0.1) for the client's tests."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+
+def _wait_for(path: Path, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists() or not path.read_text().strip():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} not written within {timeout} s")
+        time.sleep(0.2)
+
+
+class LocalDask:
+    """Start `dask scheduler` and `dask worker` as the deployed cluster would, on loopback."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.scheduler_file = tmp / "scheduler.json"
+
+    def _spawn(self, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        log = open(self.tmp / f"proc-{len(self.procs)}.log", "wb")  # noqa: SIM115 (closed with the process)
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env or os.environ.copy())
+        self.procs.append(proc)
+        return proc
+
+    def start_scheduler(self) -> str:
+        self._spawn([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+                     "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(self.scheduler_file)])
+        _wait_for(self.scheduler_file)
+        return str(json.loads(self.scheduler_file.read_text())["address"])
+
+    def start_worker(self, name: str, extra_env: dict[str, str] | None = None) -> None:
+        env = os.environ.copy()
+        env.update(extra_env or {})
+        self._spawn([sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(self.scheduler_file),
+                     "--nthreads", "1", "--name", name, "--no-dashboard", "--host", "127.0.0.1",
+                     "--local-directory", str(self.tmp / name)], env)
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@contextmanager
+def local_dask(tmp: Path) -> Iterator[LocalDask]:
+    cluster = LocalDask(tmp)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalDask]:
+    with local_dask(tmp_path) as c:
+        yield c
+
+
+def run_verify(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dask_gpu_verify", *args], capture_output=True, text=True,
+                          timeout=240, env=env)
