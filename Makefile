@@ -4,10 +4,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 COMPOSE_CPU := docker compose -f compose.yaml -f compose.cpu.yaml
 
-.PHONY: up down test lint venv images pins-check help
+.PHONY: setup up down test lint venv images help
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+setup: venv ## virtualenv, Docker daemon (+ buildx, compose), base images
+	bash scripts/setup-docker.sh
+	bash scripts/base-images.sh
 
 up: ## main job: build the images, start the single-host stack, verify it, print how to connect
 	bash scripts/compose-up.sh
@@ -24,11 +28,5 @@ lint: venv ## yamllint, ansible-lint, ruff and mypy
 images: ## build the scheduler and worker images with the settings in .env
 	bash scripts/setup-docker.sh && bash scripts/base-images.sh && bash scripts/build-images.sh
 
-venv: $(VENV)/.installed
-
-$(VENV)/.installed: requirements.txt images/verify/pyproject.toml
-	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.txt
-	$(PY) -m pip install -q --no-deps -e images/verify
-	touch $@
+venv: ## .venv from the pinned requirements.txt
+	bash scripts/setup-venv.sh
