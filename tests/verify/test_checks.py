@@ -84,3 +84,12 @@ def test_wrong_result_is_a_finding() -> None:
     assert checks.result_error(1e12, 1e12 * (1 + 1e-12), 1e-9) is None
     finding = checks.result_error(1e12, 1.1e12, 1e-9)
     assert finding is not None and "differs from the closed form" in finding.message
+
+
+def test_worker_counts_match_worker_names_from_dask_cuda() -> None:
+    workers = {"tls://10.0.0.2:1": {"host": "10.0.0.2", "hostname": "node", "name": "gpu-a-0"},
+               "tls://10.0.0.2:2": {"host": "10.0.0.2", "hostname": "node", "name": "gpu-a-1"},
+               "tls://10.0.0.3:1": {"host": "10.0.0.3", "hostname": "cpu", "name": "cpu-b"}}
+    assert checks.worker_counts(workers, 3, {"gpu-a": 2, "cpu-b": 1}) == []
+    (finding,) = checks.worker_counts(workers, 3, {"gpu-a": 3})
+    assert finding.host == "gpu-a" and "found 2" in finding.message
