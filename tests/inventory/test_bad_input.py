@@ -1,0 +1,98 @@
+"""Malformed inventories and variables are rejected by playbooks/check.yml (site.yml's first play) before
+anything on a host changes, with a message naming the variable and the host. The hosts are this machine
+through a local connection; check.yml only reads (facts, the GPU probe) and asserts."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, "ansible_become": False}
+
+
+def inventory(groups: dict[str, dict[str, Any]], all_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+    children = {name: {"hosts": {host: hostvars for host, hostvars in hosts.items()}} for name, hosts in groups.items()}
+    return {"all": {"vars": {**LOCAL, **(all_vars or {})}, "children": children}}
+
+
+GOOD = {"dask_scheduler": {"s1": {}}, "dask_cpu_workers": {"c1": {}}}
+
+
+def run_check(tmp_path: Path, inv: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(inv))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    return subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(path),
+                           str(ROOT / "playbooks" / "check.yml")], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=300)
+
+
+def test_a_good_inventory_passes_and_changes_nothing(tmp_path: Path) -> None:
+    result = run_check(tmp_path, inventory(GOOD))
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert re.search(r"s1\s+: ok=\d+\s+changed=0", result.stdout)
+
+
+def with_var(group: str, host: str, **variables: Any) -> dict[str, dict[str, Any]]:
+    groups = {name: {h: dict(v) for h, v in hosts.items()} for name, hosts in GOOD.items()}
+    groups[group][host].update(variables)
+    return groups
+
+
+CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]] = [
+    ("no scheduler", {"dask_cpu_workers": {"c1": {}}}, None,
+     ["group dask_scheduler must hold exactly one host; it holds 0"]),
+    ("two schedulers", {"dask_scheduler": {"s1": {}, "s2": {}}, "dask_cpu_workers": {"c1": {}}}, None,
+     ["must hold exactly one host; it holds 2", "s1", "s2"]),
+    ("empty worker groups", {"dask_scheduler": {"s1": {}}, "dask_cpu_workers": {}}, None,
+     ["dask_cuda_workers and dask_cpu_workers are both empty"]),
+    ("host in both worker groups", {"dask_scheduler": {"s1": {}}, "dask_cpu_workers": {"w1": {}},
+                                    "dask_cuda_workers": {"w1": {}}}, None,
+     ["w1 in both dask_cuda_workers and dask_cpu_workers"]),
+    ("GPU worker without a GPU", {"dask_scheduler": {"s1": {}}, "dask_cuda_workers": {"g1": {}}}, None,
+     ["host g1 is in dask_cuda_workers but has no usable GPU", "dask_worker_allow_cpu"]),
+    ("invalid memory size", with_var("dask_cpu_workers", "c1", dask_worker_memory_limit="12 parsecs"), None,
+     ["host c1", "dask_worker_memory_limit", "12 parsecs"]),
+    ("fraction above one", with_var("dask_cpu_workers", "c1", dask_worker_device_memory_limit="1.5"), None,
+     ["host c1", "dask_worker_device_memory_limit", "1.5"]),
+    ("unknown CUDA major", GOOD, {"dask_cuda_major": "11"}, ["dask_cuda_major", "12, 13"]),
+    ("release without wheels for the CUDA major", GOOD, {"dask_rapids_release": "25.02"},
+     ["dask_rapids_release=25.02", "no pins file"]),
+    ("TLS off with no consent", GOOD, {"dask_tls_enabled": False},
+     ["dask_tls_enabled is false", "dask_tls_disabled_ack"]),
+    ("scheduler and dashboard on one port", GOOD, {"dask_dashboard_port": 8786},
+     ["dask_scheduler_port (8786) and dask_dashboard_port (8786) must be distinct"]),
+    ("port out of range", GOOD, {"dask_scheduler_port": 70000}, ["dask_scheduler_port (70000)"]),
+    ("non-integer thread count", with_var("dask_cpu_workers", "c1", dask_worker_nthreads="four"), None,
+     ["dask_worker_nthreads", "four"]),
+    ("malformed MIG UUID", with_var("dask_cpu_workers", "c1", dask_worker_gpus=["MIG-1234"]), None,
+     ["host c1", "dask_worker_gpus entry \"MIG-1234\" is not a GPU index"]),
+    ("build host outside the inventory", GOOD, {"dask_images_build_host": "ghost"},
+     ["dask_images_build_host=ghost is neither localhost nor a host in the inventory"]),
+    ("misspelt variable", with_var("dask_cpu_workers", "c1", dask_worker_rmm_pol_size="10GB"), None,
+     ["host c1: unknown variable(s) dask_worker_rmm_pol_size"]),
+    ("port range too small", with_var("dask_cpu_workers", "c1", dask_worker_port_range="9000"), None,
+     ["host c1", "dask_worker_port_range=\"9000\""]),
+    ("registry distribution without a registry", GOOD, {"dask_images_distribution": "registry"},
+     ["dask_images_distribution=registry needs dask_images_registry"]),
+    ("unknown image profile", GOOD, {"dask_image_profile": "huge"}, ["dask_image_profile", "lean, full"]),
+]
+
+
+@pytest.mark.parametrize(("groups", "all_vars", "expected"), [case[1:] for case in CASES],
+                         ids=[case[0] for case in CASES])
+def test_bad_input_is_rejected_with_a_clear_message(tmp_path: Path, groups: dict[str, Any],
+                                                    all_vars: dict[str, Any] | None, expected: list[str]) -> None:
+    result = run_check(tmp_path, inventory(groups, all_vars))
+    output = re.sub(r"\s+", " ", result.stdout + result.stderr)
+    assert result.returncode != 0, output[-3000:]
+    for text in expected:
+        assert re.sub(r"\s+", " ", text) in output, f"{text!r} not in output:\n{output[-3000:]}"
+    assert not re.search(r"changed=[1-9]", output)
