@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: set-up, lint, then pytest over tests/.
+# The whole test suite, as CI runs it: set-up, images, lint, the molecule sandbox, then pytest over tests/.
 # Needs root on a fresh Debian machine (it installs Docker and debootstrap when missing).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -19,9 +19,14 @@ echo "images built in $(( $(date +%s) - started )) s"; rm -f reports-build.log
 step "lint"
 bash scripts/lint.sh
 
+step "sandbox: molecule (create, converge with site.yml, idempotence, verify + testinfra, destroy)"
+started=$(date +%s)
+bash scripts/sandbox.sh test
+echo "sandbox done in $(( $(date +%s) - started )) s"
+
 step "pytest"
 set +e
-.venv/bin/python -m pytest -v -p no:cacheprovider --ignore=tests/sandbox tests "$@"
+.venv/bin/python -m pytest -v -p no:cacheprovider --durations=15 --ignore=tests/sandbox tests "$@"
 status=$?
 set -e
 if [ "$status" = 5 ]; then echo "pytest collected no tests: that is a failure here" >&2; exit 1; fi

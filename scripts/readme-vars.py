@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Write the README's inventory-variable tables from every role's meta/argument_specs.yml.
+
+    scripts/readme-vars.py           rewrite the part of README.md between the VARIABLES markers
+    scripts/readme-vars.py --check   exit 1 if the README differs from the specs (CI runs this)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+BEGIN, END = "<!-- BEGIN VARIABLES (scripts/readme-vars.py) -->", "<!-- END VARIABLES -->"
+ORDER = ["dask", "dask_worker", "dask_scheduler", "dask_tls", "dask_images", "docker_engine",
+         "nvidia_container_toolkit", "gpu_facts"]
+
+
+def cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def default(option: dict[str, object]) -> str:
+    if "default" not in option:
+        return "see description"
+    value = option["default"]
+    shown = value if isinstance(value, str) and value else json.dumps(value)
+    return f"`{shown}`"
+
+
+def tables() -> str:
+    roles = sorted((ROOT / "roles").iterdir(), key=lambda p: (ORDER.index(p.name) if p.name in ORDER else 99, p.name))
+    parts = []
+    for role in roles:
+        spec = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]
+        parts.append(f"#### `{role.name}`: {spec['short_description']}\n")
+        parts.append("| variable | type | default | meaning |\n| --- | --- | --- | --- |")
+        for name, option in spec["options"].items():
+            kind = option.get("type", "str")
+            if "choices" in option:
+                kind += " (" + ", ".join(str(c) for c in option["choices"]) + ")"
+            parts.append(f"| `{name}` | {cell(kind)} | {cell(default(option))} | {cell(option['description'])} |")
+        parts.append("")
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="fail if README.md is out of date")
+    args = parser.parse_args()
+    text = README.read_text()
+    if BEGIN not in text or END not in text:
+        print(f"README.md lacks the markers {BEGIN} ... {END}", file=sys.stderr)
+        return 1
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    updated = f"{head}{BEGIN}\n{tables()}{END}{tail}"
+    if args.check:
+        if updated != text:
+            print("README.md's variable tables differ from roles/*/meta/argument_specs.yml: "
+                  "run scripts/readme-vars.py", file=sys.stderr)
+            return 1
+        print("README.md variable tables match the argument specs")
+        return 0
+    README.write_text(updated)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
