@@ -21,5 +21,6 @@ def test_every_role_has_argument_specs_and_prefixed_variables() -> None:
         spec = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]
         defaults = role / "defaults" / "main.yml"
         declared = set(yaml.safe_load(defaults.read_text()) or {}) if defaults.exists() else set()
-        assert declared <= set(spec["options"]), f"{role.name}: defaults without a spec: {declared - set(spec['options'])}"
+        missing = declared - set(spec["options"])
+        assert not missing, f"{role.name}: defaults without a spec: {missing}"
         assert all(name.startswith(role.name + "_") for name in spec["options"]), role.name

@@ -68,13 +68,13 @@ def worker_counts(workers: Mapping[str, Mapping[str, Any]], expected_total: int,
                   expected_per_host: Mapping[str, int]) -> list[Finding]:
     """Compare registered workers with what the inventory expects, naming hosts that fall short.
 
-    `workers` maps a worker address to {"host": ip, "hostname": name}; an expected host matches
-    either."""
+    `workers` maps a worker address to {"host": ip, "hostname": name, "name": worker name}; an expected
+    host matches the IP, the hostname, or the worker name itself or as NAME-<n> (dask-cuda's naming)."""
     findings: list[Finding] = []
     if len(workers) < expected_total:
         findings.append(Finding("workers", f"{len(workers)} of {expected_total} expected workers registered"))
     for host, expected in sorted(expected_per_host.items()):
-        found = sum(1 for info in workers.values() if host in (info.get("host"), info.get("hostname")))
+        found = sum(1 for info in workers.values() if _on_host(host, info))
         if found < expected:
             findings.append(Finding("workers", f"expected {expected} workers on this host, found {found}",
                                     host=host))
@@ -88,3 +88,8 @@ def result_error(expected: float, got: float, tolerance: float) -> Finding | Non
         return Finding("workload", f"result {got!r} differs from the closed form {expected!r} "
                        f"(relative error {error:.3g} > {tolerance:g})")
     return None
+
+
+def _on_host(host: str, info: Mapping[str, Any]) -> bool:
+    name = str(info.get("name", ""))
+    return host in (info.get("host"), info.get("hostname"), name) or name.rsplit("-", 1)[0] == host

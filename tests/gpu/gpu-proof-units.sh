@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# GPU proof of the units' command lines, on a GPU machine without Docker or systemd:
+#  1. playbooks/render-commands.yml (with tests/gpu/inventory.yml, real GPU facts from nvidia-smi) writes the
+#     scheduler, worker and verification command lines and environments exactly as the units and
+#     playbooks/verify.yml run them inside their containers;
+#  2. this script runs them as plain processes, with the container paths (/etc/dask/tls, /var/lib/dask)
+#     made on the machine, and the TLS material from tests/gpu/certs.yml (carried in CERTS_DIR);
+#  3. the verification client must pass: one worker per GPU, distinct UUIDs, correct CuPy result.
+#   OUT=/tmp/proof CERTS_DIR=.gpucerts [RENDER_EXTRA='{"dask_worker_gpus": ["0"]}'] [BENCH=1] tests/gpu/gpu-proof-units.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out="${OUT:-/tmp/gpu-proof}"; mkdir -p "$out/rendered"
+certs="${CERTS_DIR:-.gpucerts}"
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/site/bin:$PATH
+fi
+export PYTHONPATH="$PWD/images/verify/src${PYTHONPATH:+:$PYTHONPATH}"   # the client as in this tree
+export PYTHONUNBUFFERED=1 ANSIBLE_NOCOLOR=1
+nvidia-smi --query-gpu=index,uuid,name,memory.total,driver_version,compute_cap --format=csv,noheader,nounits \
+  | tee "$out/nvidia-smi-query.csv"
+nvidia-smi -L | tee "$out/nvidia-smi-L.txt"
+nvidia-smi topo -m > "$out/topo.txt" 2>&1 || true
+
+ansible-playbook -i tests/gpu/inventory.yml playbooks/render-commands.yml -e "render_dir=$out/rendered" \
+  -e "${RENDER_EXTRA:-{\}}" \
+  >"$out/render.log" 2>&1 || { tail -40 "$out/render.log"; exit 1; }
+for f in "$out"/rendered/*.sh; do echo "== $f"; sed -n '4p' "$f"; done | tee "$out/commands.txt"
+
+install -d -m 0750 /etc/dask/tls /var/lib/dask /var/lib/dask-reports
+install -m 0644 "$certs/ca.crt" /etc/dask/tls/ca.crt
+install -m 0644 "$certs/gpu-box.crt" /etc/dask/tls/host.crt
+install -m 0600 "$certs/gpu-box.key" /etc/dask/tls/host.key
+
+pids=(); cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }; trap cleanup EXIT
+sh "$out/rendered/gpu-box-scheduler.sh" >"$out/scheduler.log" 2>&1 & pids+=($!)
+for _ in $(seq 60); do python3 -c 'import urllib.request as u; u.urlopen("http://127.0.0.1:8787/health", timeout=1)' 2>/dev/null && break; sleep 0.5; done
+started=$(date +%s.%N)
+sh "$out/rendered/gpu-box-worker.sh" >"$out/worker.log" 2>&1 & pids+=($!)
+gpus=$(sed -n 's/.*--expect-workers \([0-9]*\).*/\1/p' "$out/rendered/gpu-box-verify.sh")
+python3 - "$gpus" "$started" <<'PY' | tee "$out/registration.txt"
+import json, sys, time, urllib.request
+want, started = int(sys.argv[1]), float(sys.argv[2])
+while True:
+    counts = json.load(urllib.request.urlopen("http://127.0.0.1:8787/json/counts.json", timeout=2))
+    if counts.get("workers", 0) >= want:
+        print(f"{counts['workers']} workers registered {time.time() - started:.1f} s after the worker command started")
+        break
+    if time.time() - started > 180:
+        sys.exit(f"only {counts.get('workers')} of {want} workers after 180 s")
+    time.sleep(0.2)
+PY
+status=0
+sh "$out/rendered/gpu-box-verify.sh" "$@" | tee "$out/verify.txt" || status=$?
+cp /var/lib/dask-reports/verify-latest.json "$out/verify.json" 2>/dev/null || true
+if [ "${BENCH:-0}" = 1 ] && [ "$status" = 0 ]; then
+  # dask-cuda's own benchmark through the same TLS cluster (never with EXPECTED_NUM_WORKERS).
+  eval "$(sed -n 's/^exec env \(.*\) dask-gpu-verify.*/export \1/p' "$out/rendered/gpu-box-verify.sh")"
+  for op in "transpose_sum -s 40000 -c 10000" "dot -s 20000 -c 5000"; do
+    # shellcheck disable=SC2086
+    python3 -m dask_cuda.benchmarks.local_cupy --scheduler-address tls://127.0.0.1:8786 -o $op --runs 3 \
+      2>&1 | tee -a "$out/bench.txt" | grep -E "Wall clock|Operation|Data processed|Number of workers|Avg" || true
+  done
+fi
+exit "$status"
