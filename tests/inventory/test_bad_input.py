@@ -96,3 +96,37 @@ def test_bad_input_is_rejected_with_a_clear_message(tmp_path: Path, groups: dict
     for text in expected:
         assert re.sub(r"\s+", " ", text) in output, f"{text!r} not in output:\n{output[-3000:]}"
     assert not re.search(r"changed=[1-9]", output)
+
+
+# GPU hosts: the probe queries a replay of a real 2 x H200 machine's nvidia-smi (tests/inventory/fixtures/).
+SMI = str(Path(__file__).resolve().parent / "fixtures" / "nvidia-smi")
+H200_UUID_1 = "GPU-a5a3d0c8-e07b-3948-f39d-210d64cd64d1"
+
+
+def gpu_host(**variables: Any) -> dict[str, dict[str, Any]]:
+    return {"dask_scheduler": {"s1": {}}, "dask_cuda_workers": {"g1": {"gpu_facts_nvidia_smi": SMI, **variables}}}
+
+
+def test_a_gpu_selection_by_index_and_uuid_passes(tmp_path: Path) -> None:
+    result = run_check(tmp_path, inventory(gpu_host(dask_worker_gpus=["0", H200_UUID_1]), {"dask_cuda_major": "13"}))
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
+GPU_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]] = [
+    ("GPU index the host does not have", gpu_host(dask_worker_gpus=["2"]), None,
+     ["host g1: dask_worker_gpus entry \"2\" is not a GPU of this host", "has 2 GPUs"]),
+    ("GPU UUID the host does not have", gpu_host(dask_worker_gpus=["GPU-00000000-0000-0000-0000-000000000000"]), None,
+     ["host g1: dask_worker_gpus entry \"GPU-00000000-0000-0000-0000-000000000000\" is not a GPU of this host"]),
+    ("GPU listed twice", gpu_host(dask_worker_gpus=["1", "1"]), None, ["\"1\"", "listed twice"]),
+    ("RMM pool with the lean image", gpu_host(dask_worker_rmm_pool_size="0.5"), None,
+     ["host g1", "dask_worker_rmm_pool_size", "full image profile"]),
+    ("port range smaller than the GPU count", gpu_host(dask_worker_port_range="9000:9000"), None,
+     ["host g1", "room for 2 workers"]),
+]
+
+
+@pytest.mark.parametrize(("groups", "all_vars", "expected"), [case[1:] for case in GPU_CASES],
+                         ids=[case[0] for case in GPU_CASES])
+def test_bad_gpu_input_is_rejected(tmp_path: Path, groups: dict[str, Any], all_vars: dict[str, Any] | None,
+                                   expected: list[str]) -> None:
+    test_bad_input_is_rejected_with_a_clear_message(tmp_path, groups, all_vars, expected)

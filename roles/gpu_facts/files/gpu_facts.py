@@ -10,16 +10,17 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 
 QUERY = "index,uuid,name,memory.total,driver_version,compute_cap"
 
 
-def gpus() -> dict[str, object]:
+def gpus(command: str = "nvidia-smi") -> dict[str, object]:
     found: dict[str, object] = {"nvidia_smi": False, "count": 0, "driver_version": None, "driver_major": None,
                                 "gpus": [], "error": None}
-    smi = shutil.which("nvidia-smi")
+    smi = shutil.which(command)
     if smi is None:
-        found["error"] = "nvidia-smi not found (no NVIDIA driver)"
+        found["error"] = f"{command} not found (no NVIDIA driver)"
         return found
     found["nvidia_smi"] = True
     try:
@@ -51,4 +52,6 @@ def gpus() -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(gpus()))
+    # Usage: gpu_facts.py [--nvidia-smi PATH]
+    args = sys.argv[1:]
+    print(json.dumps(gpus(args[1] if len(args) == 2 and args[0] == "--nvidia-smi" else "nvidia-smi")))
