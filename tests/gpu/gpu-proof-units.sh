@@ -38,18 +38,7 @@ for _ in $(seq 60); do python3 -c 'import urllib.request as u; u.urlopen("http:/
 started=$(date +%s.%N)
 sh "$out/rendered/gpu-box-worker.sh" >"$out/worker.log" 2>&1 & pids+=($!)
 gpus=$(sed -n 's/.*--expect-workers \([0-9]*\).*/\1/p' "$out/rendered/gpu-box-verify.sh")
-python3 - "$gpus" "$started" <<'PY' | tee "$out/registration.txt"
-import json, sys, time, urllib.request
-want, started = int(sys.argv[1]), float(sys.argv[2])
-while True:
-    counts = json.load(urllib.request.urlopen("http://127.0.0.1:8787/json/counts.json", timeout=2))
-    if counts.get("workers", 0) >= want:
-        print(f"{counts['workers']} workers registered {time.time() - started:.1f} s after the worker command started")
-        break
-    if time.time() - started > 180:
-        sys.exit(f"only {counts.get('workers')} of {want} workers after 180 s")
-    time.sleep(0.2)
-PY
+python3 tests/gpu/wait_workers.py "$gpus" "$started" | tee "$out/registration.txt"
 status=0
 sh "$out/rendered/gpu-box-verify.sh" "$@" | tee "$out/verify.txt" || status=$?
 cp /var/lib/dask-reports/verify-latest.json "$out/verify.json" 2>/dev/null || true

@@ -30,18 +30,7 @@ for _ in $(seq 60); do python3 -c 'import urllib.request as u; u.urlopen("http:/
 started=$(date +%s.%N)
 # shellcheck disable=SC2086
 ${worker_cmd[0]} "${worker_cmd[@]:1}" >"$out/worker.log" 2>&1 & pids+=($!)
-python3 - "$gpus" "$started" <<'PY' | tee "$out/registration.txt"
-import json, sys, time, urllib.request
-want, started = int(sys.argv[1]), float(sys.argv[2])
-while True:
-    counts = json.load(urllib.request.urlopen("http://127.0.0.1:8787/json/counts.json", timeout=2))
-    if counts.get("workers", 0) >= want:
-        print(f"{counts['workers']} workers registered {time.time() - started:.1f} s after `dask cuda worker` started")
-        break
-    if time.time() - started > 120:
-        sys.exit(f"only {counts.get('workers')} of {want} workers after 120 s")
-    time.sleep(0.2)
-PY
+python3 tests/gpu/wait_workers.py "$gpus" "$started" | tee "$out/registration.txt"
 status=0
 python3 -m dask_gpu_verify --scheduler tcp://127.0.0.1:8786 --expect-workers "$gpus" --json "$out/verify.json" \
   "$@" | tee "$out/verify.txt" || status=$?
