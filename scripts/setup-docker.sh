@@ -65,7 +65,8 @@ if ! dockerd_running; then
   else
     need_root "starting dockerd"
     log "starting dockerd (log: $dockerd_log)"
-    nohup dockerd >"$dockerd_log" 2>&1 &
+    # The sandbox network's registry (molecule/default/registry.yml) is plain HTTP: allow it, and only it.
+    nohup dockerd --insecure-registry "${SANDBOX_REGISTRY_NET:-10.231.7.0/24}" >"$dockerd_log" 2>&1 &
     echo $! >/var/run/dockerd-bundle.pid
   fi
   for _ in $(seq 1 60); do dockerd_running && break; sleep 1; done
