@@ -28,13 +28,14 @@ case "$action" in
     molecule converge
     echo "[sandbox] converged in $(( $(date +%s) - started )) s"
     molecule verify
-    artifacts="$(ls -d "$HOME"/.ansible/tmp/molecule.*.default/artifacts 2>/dev/null | head -1 || true)"
+    bundle="$(ls -t "$HOME"/.ansible/tmp/molecule.*.default/artifacts/client/env.sh 2>/dev/null | head -1 || true)"
     cat <<MSG
 
 Sandbox cluster is up and verified: hosts dask-sched, dask-w1, dask-w2 (docker ps).
   scheduler:  tls://$(docker exec dask-sched sh -c "ip -4 -o addr show eth0 | awk '{print \$4}' | cut -d/ -f1"):8786
   dashboard:  docker exec dask-sched python3 -c 'import urllib.request as u; print(u.urlopen("http://127.0.0.1:8787/json/counts.json").read())'
-  client:     source ${artifacts:-<molecule ephemeral dir>/artifacts}/dask/client/env.sh  (TLS client bundle)
+  client:     source ${bundle:-<molecule ephemeral dir>/artifacts/client/env.sh}  (TLS client bundle; from this machine
+              the scheduler is reachable on the sandbox network)
   stop:       make sandbox-down
 MSG
     ;;
