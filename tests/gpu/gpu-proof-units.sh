@@ -11,12 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-/tmp/gpu-proof}"; mkdir -p "$out/rendered"
 certs="${CERTS_DIR:-.gpucerts}"
-if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/site/bin:$PATH
-fi
-export PYTHONPATH="$PWD/images/verify/src${PYTHONPATH:+:$PYTHONPATH}"   # the client as in this tree
-export PYTHONUNBUFFERED=1 ANSIBLE_NOCOLOR=1
+. tests/gpu/python-env.sh
+export ANSIBLE_NOCOLOR=1
 nvidia-smi --query-gpu=index,uuid,name,memory.total,driver_version,compute_cap --format=csv,noheader,nounits \
   | tee "$out/nvidia-smi-query.csv"
 nvidia-smi -L | tee "$out/nvidia-smi-L.txt"
@@ -41,14 +37,15 @@ gpus=$(sed -n 's/.*--expect-workers \([0-9]*\).*/\1/p' "$out/rendered/gpu-box-ve
 python3 tests/gpu/wait_workers.py "$gpus" "$started" | tee "$out/registration.txt"
 status=0
 sh "$out/rendered/gpu-box-verify.sh" "$@" | tee "$out/verify.txt" || status=$?
-cp /var/lib/dask-reports/verify-latest.json "$out/verify.json" 2>/dev/null || true
+if [ -f /var/lib/dask-reports/verify-latest.json ]; then cp /var/lib/dask-reports/verify-latest.json "$out/verify.json"
+elif [ "$status" = 0 ]; then echo "verification passed but wrote no report" >&2; status=1; fi
 if [ "${BENCH:-0}" = 1 ] && [ "$status" = 0 ]; then
   # dask-cuda's own benchmark through the same TLS cluster (never with EXPECTED_NUM_WORKERS).
   eval "$(sed -n 's/^exec env \(.*\) dask-gpu-verify.*/export \1/p' "$out/rendered/gpu-box-verify.sh")"
   for op in "transpose_sum -s 40000 -c 10000" "dot -s 20000 -c 5000"; do
     # shellcheck disable=SC2086
     python3 -m dask_cuda.benchmarks.local_cupy --scheduler-address tls://127.0.0.1:8786 -o $op --runs 3 \
-      2>&1 | tee -a "$out/bench.txt" | grep -E "Wall clock|Operation|Data processed|Number of workers|Avg" || true
+      >>"$out/bench.txt" 2>&1 || { echo "benchmark $op failed: see bench.txt" >&2; status=1; }
   done
 fi
 exit "$status"

@@ -7,11 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-/tmp/gpu-proof}"; mkdir -p "$out"
 work="$(mktemp -d)"
-if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONUNBUFFERED=1
+. tests/gpu/python-env.sh
 nvidia-smi --query-gpu=index,name,uuid,driver_version,memory.total --format=csv,noheader | tee "$out/gpus.csv"
 gpus=$(grep -c . "$out/gpus.csv")
 python3 -c 'import cupy, dask, distributed, dask_cuda, numpy, platform; print("python", platform.python_version(), "cupy", cupy.__version__, "dask", dask.__version__, "distributed", distributed.__version__, "dask-cuda", dask_cuda.__version__, "numpy", numpy.__version__)'
