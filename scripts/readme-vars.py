@@ -16,7 +16,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 BEGIN, END = "<!-- BEGIN VARIABLES (scripts/readme-vars.py) -->", "<!-- END VARIABLES -->"
-ORDER = ["dask", "dask_worker", "dask_scheduler", "dask_tls", "dask_images", "docker_engine",
+ORDER = ["dask", "dask_worker", "dask_scheduler", "dask_tls", "dask_firewall", "dask_images", "docker_engine",
          "nvidia_container_toolkit", "gpu_facts"]
 
 

@@ -83,6 +83,16 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]] = [
     ("registry distribution without a registry", GOOD, {"dask_images_distribution": "registry"},
      ["dask_images_distribution=registry needs dask_images_registry"]),
     ("unknown image profile", GOOD, {"dask_image_profile": "huge"}, ["dask_image_profile", "lean, full"]),
+    ("UCX with TLS on", GOOD, {"dask_ucx_enabled": True, "dask_firewall_enabled": True, "dask_image_profile": "full"},
+     ["dask_ucx_enabled needs dask_tls_enabled: false", "Now: dask_tls_enabled=True"]),
+    ("UCX without the firewall", GOOD, {"dask_ucx_enabled": True, "dask_tls_enabled": False,
+                                        "dask_tls_disabled_ack": True, "dask_image_profile": "full"},
+     ["dask_ucx_enabled needs", "dask_firewall_enabled=False"]),
+    ("firewall source that is not an address", GOOD, {"dask_firewall_allowed_sources": ["10.0.0.0/33"]},
+     ["dask_firewall_allowed_sources", "10.0.0.0/33"]),
+    ("firewall opening the scheduler port to everyone", GOOD,
+     {"dask_firewall_enabled": True, "dask_firewall_open_ports": [22, 8786]},
+     ["dask_firewall_open_ports (22, 8786)", "dask_scheduler_port (8786)"]),
 ]
 
 

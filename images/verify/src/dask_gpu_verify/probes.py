@@ -114,3 +114,31 @@ def memory_bandwidth(nbytes: int, repeats: int, backend: str) -> dict[str, Any]:
         "sum_gbps": count * 8 / sum_seconds / 1e9,
         "copy_gbps": 2 * count * 8 / copy_seconds / 1e9,
     }
+
+
+def matmul_tflops(n: int, dtype: str, repeats: int, backend: str) -> float:
+    """Best-of-N TFLOP/s of an n x n x n matrix product (2 n^3 flops) in `dtype`, on this worker's device."""
+    xp = importlib.import_module(backend)
+    a = xp.ones((n, n), dtype=dtype)
+    b = xp.ones((n, n), dtype=dtype)
+    c = a @ b  # warm-up: library load, kernel choice
+    if backend == "cupy":
+        xp.cuda.get_current_stream().synchronize()
+    best = float("inf")
+    for _ in range(repeats):
+        begin = time.perf_counter()
+        c = a @ b
+        if backend == "cupy":
+            xp.cuda.get_current_stream().synchronize()
+        best = min(best, time.perf_counter() - begin)
+    if float(c[0, 0]) != float(n):
+        raise ArithmeticError(f"matmul gave {float(c[0, 0])}, expected {n}")
+    return 2.0 * n ** 3 / best / 1e12
+
+
+def transfer_log(since: float, dask_worker: Any = None) -> dict[str, float]:
+    """Worker-to-worker transfers this worker received since `since` (wall clock): bytes, seconds, count."""
+    entries = [entry for entry in dask_worker.transfer_incoming_log if entry.get("start", 0) >= since]
+    return {"bytes": float(sum(entry.get("total", 0) for entry in entries)),
+            "seconds": float(sum(entry.get("duration", 0) for entry in entries)),
+            "count": float(len(entries))}

@@ -1,0 +1,219 @@
+"""dask-gpu-bench: what a deployed cluster delivers, held against raw-GPU baselines measured in the same run.
+
+    dask-gpu-bench --scheduler tls://10.0.0.1:8786 --expect-workers 2 --out reports/bench
+
+Per worker: device-to-device copy and fp64 sum (GB/s), fp64 and fp32 matmul (TFLOP/s), run inside the worker
+process. Through the scheduler: two workloads on one worker and on all of them (transpose_sum moves blocks
+between workers, gram does not), dask-cuda's own local_cupy benchmark (GPU clusters), and the scheduler's
+no-op task rate and round-trip latency. Writes PREFIX.json, PREFIX.md and PREFIX.html (a bar chart).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from dask_gpu_verify import bench_report, cli, probes, workload
+
+# Sizes per backend: the GPU ones give each task tens of ms and one GPU seconds of work (facts.md).
+SIZES: dict[str, dict[str, Any]] = {
+    "cupy": {"bandwidth_mib": 2048, "noop_tasks": 5000, "matmul_n": 8192,
+             "transpose_sum": (40000, 10000), "gram": (65536, 8192),
+             "local_cupy": {"transpose_sum": (40000, 10000), "dot": (20000, 5000)}},
+    "numpy": {"bandwidth_mib": 128, "noop_tasks": 1000, "matmul_n": 512,
+              "transpose_sum": (2000, 500), "gram": (2048, 512), "local_cupy": {}},
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dask-gpu-bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--scheduler", default=os.environ.get("DASK_SCHEDULER_ADDRESS"),
+                   help="scheduler address, e.g. tls://10.0.0.1:8786 (default: $DASK_SCHEDULER_ADDRESS)")
+    p.add_argument("--scheduler-file", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--expect-workers", type=int, default=1, help="workers to wait for (default 1)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the workers (default 120)")
+    p.add_argument("--allow-cpu", action="store_true", help="benchmark CPU workers with NumPy when no GPU is found")
+    p.add_argument("--runs", type=int, default=3, help="timed runs per workload, after one warm-up (default 3)")
+    p.add_argument("--label", default="", help="what this configuration is (shown in the report)")
+    p.add_argument("--ready-seconds", type=float, default=None, help="time to ready of the last deploy, to report")
+    p.add_argument("--no-local-cupy", action="store_true", help="skip dask-cuda's local_cupy benchmark")
+    p.add_argument("--out", type=Path, required=True, help="write OUT.json, OUT.md and OUT.html")
+    return p
+
+
+def median_time(run: Any, runs: int) -> tuple[float, list[float]]:
+    run()  # warm-up
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times), times
+
+
+def transfers(client: Any, since: float) -> dict[str, float]:
+    logs: dict[str, dict[str, float]] = client.run(probes.transfer_log, since)
+    total = {key: sum(log[key] for log in logs.values()) for key in ("bytes", "seconds", "count")}
+    total["mib_per_s"] = total["bytes"] / total["seconds"] / 2**20 if total["seconds"] > 0 else 0.0
+    return total
+
+
+def baselines(client: Any, targets: list[str], backend: str) -> dict[str, dict[str, Any]]:
+    """Raw per-device figures, measured inside each worker process, one worker at a time."""
+    sizes = SIZES[backend]
+    out: dict[str, dict[str, Any]] = {}
+    for address in targets:
+        def on(function: Any, *args: Any, address: str = address) -> Any:
+            return client.submit(function, *args, workers=[address], allow_other_workers=False,
+                                 pure=False).result()
+        memory = on(probes.memory_bandwidth, sizes["bandwidth_mib"] << 20, 5, backend)
+        out[address] = {"sum_gbps": memory["sum_gbps"], "copy_gbps": memory["copy_gbps"],
+                        "fp64_tflops": on(probes.matmul_tflops, sizes["matmul_n"], "float64", 5, backend),
+                        "fp32_tflops": on(probes.matmul_tflops, sizes["matmul_n"], "float32", 5, backend)}
+    return out
+
+
+def transpose_sum_graph(n: int, chunk: int, backend: str) -> Any:
+    """sum(x + x.T) for x[i, j] = i + 2j: moves blocks between workers; the answer is 3 n^2 (n - 1)."""
+    import dask.array as da
+
+    chunks = ((chunk,) * (n // chunk) + ((n % chunk,) if n % chunk else ()),) * 2
+    x = da.map_blocks(workload.make_block, backend, chunks=chunks, dtype="f8", name=f"bench-x-{backend}-{n}-{chunk}")
+    return (x + x.T).sum()
+
+
+def gram_graph(n: int, chunk: int, backend: str) -> Any:
+    """Per block B of x, sum(B @ B.T), then a reduction of 1x1 results: no block moves between workers."""
+    import dask.array as da
+
+    chunks = ((chunk,) * (n // chunk) + ((n % chunk,) if n % chunk else ()),) * 2
+    x = da.map_blocks(workload.make_block, backend, chunks=chunks, dtype="f8", name=f"bench-g-{backend}-{n}-{chunk}")
+    return x.map_blocks(workload.gram_sum, chunks=(1, 1), dtype="f8").sum()
+
+
+def scaling(client: Any, targets: list[str], backend: str, runs: int) -> list[dict[str, Any]]:
+    """Each workload on the first worker alone, then on all of them: time, throughput, ratio, transfers."""
+    rows = []
+    for name, build, unit in (("transpose_sum", transpose_sum_graph, "GB/s"), ("gram", gram_graph, "TFLOP/s")):
+        n, chunk = SIZES[backend][name]
+        amount = n * n * 8 / 1e9 if name == "transpose_sum" else 2.0 * chunk * n * n / 1e12
+        row: dict[str, Any] = {"workload": name, "n": n, "chunk": chunk, "unit": unit,
+                               "transfers_between_workers": name == "transpose_sum"}
+        for label, workers in (("one", targets[:1]), ("all", targets)):
+            graph = build(n, chunk, backend)
+            since = time.time()
+            seconds, times = median_time(
+                lambda graph=graph, workers=workers: client.compute(graph, workers=workers,
+                                                                     allow_other_workers=False).result(), runs)
+            moved = transfers(client, since)
+            row[label] = {"workers": len(workers), "seconds": seconds, "times": times,
+                          "throughput": amount / seconds, "per_worker": amount / seconds / len(workers),
+                          "transfer_mib_per_s": moved["mib_per_s"], "transferred_gib": moved["bytes"] / 2**30}
+        row["ratio"] = row["all"]["throughput"] / row["one"]["throughput"]
+        row["efficiency"] = row["ratio"] / len(targets)
+        rows.append(row)
+    return rows
+
+
+def local_cupy(client: Any, scheduler: str, runs: int, folder: Path) -> list[dict[str, Any]]:
+    """dask-cuda's own benchmark against this cluster (never with EXPECTED_NUM_WORKERS: it would shut the
+    cluster down on a timeout; --disable-rmm: measure the workers' own allocator settings)."""
+    rows = []
+    for operation, (size, chunk) in SIZES["cupy"]["local_cupy"].items():
+        base = folder / operation
+        argv = [sys.executable, "-m", "dask_cuda.benchmarks.local_cupy", "--scheduler-address", scheduler,
+                "--operation", operation, "-s", str(size), "-c", str(chunk), "--runs", str(runs),
+                "--disable-rmm", "--output-basename", str(base)]
+        env = {k: v for k, v in os.environ.items() if k != "EXPECTED_NUM_WORKERS"}
+        since = time.time()
+        run = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800, check=False)
+        row: dict[str, Any] = {"operation": operation, "size": size, "chunk": chunk, "command": " ".join(argv[1:])}
+        if run.returncode != 0:
+            row["error"] = (run.stderr or run.stdout).strip().splitlines()[-1:] or [f"exit {run.returncode}"]
+            rows.append(row)
+            continue
+        data = json.loads(base.with_suffix(".json").read_text())
+        walls = [float(v) for v in data["wallclock"].values()]
+        processed = [float(v) for v in data["data_processed"].values()]
+        moved = transfers(client, since)
+        row.update(seconds=statistics.median(walls), times=walls,
+                   throughput_gbps=statistics.median(p / w for p, w in zip(processed, walls, strict=True)) / 1e9,
+                   transfer_mib_per_s=moved["mib_per_s"], transferred_gib=moved["bytes"] / 2**30)
+        rows.append(row)
+    return rows
+
+
+def noop(x: int) -> int:
+    return x
+
+
+def overhead(client: Any, tasks: int = 5000, trips: int = 100) -> dict[str, float]:
+    """No-op tasks per second through the scheduler, and the median submit-to-result round trip."""
+    client.gather(client.map(noop, range(100), pure=False))  # warm-up
+    started = time.perf_counter()
+    client.gather(client.map(noop, range(tasks), pure=False))
+    rate = tasks / (time.perf_counter() - started)
+    latencies = []
+    for i in range(trips):
+        begin = time.perf_counter()
+        client.submit(noop, i, pure=False).result()
+        latencies.append(time.perf_counter() - begin)
+    return {"tasks": tasks, "tasks_per_s": rate, "round_trip_ms": statistics.median(latencies) * 1e3}
+
+
+def run(client: Any, args: argparse.Namespace) -> dict[str, Any]:
+    wait = argparse.Namespace(timeout=args.timeout, expect_host=[], expect_workers=args.expect_workers)
+    workers = cli.wait_for_workers(client, wait)
+    gpus: dict[str, dict[str, Any]] = client.run(probes.gpu_info)
+    gpu_workers = sorted(a for a, info in gpus.items() if "uuid" in info)
+    if gpu_workers:
+        backend, targets = "cupy", gpu_workers
+    elif args.allow_cpu:
+        backend, targets = "numpy", sorted(workers)
+    else:
+        raise SystemExit(f"no GPU worker among {len(workers)} workers (use --allow-cpu to benchmark CPU workers)")
+    report: dict[str, Any] = {
+        "label": args.label, "scheduler": args.scheduler, "backend": backend,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "workers": {a: {"name": workers[a].get("name"), "host": workers[a].get("host"), "gpu": gpus.get(a, {})}
+                    for a in targets},
+        "versions": probes.versions(), "ready_seconds": args.ready_seconds,
+    }
+    report["baselines"] = baselines(client, targets, backend)
+    report["scaling"] = scaling(client, targets, backend, args.runs)
+    if backend == "cupy" and not args.no_local_cupy:
+        with tempfile.TemporaryDirectory() as folder:
+            report["local_cupy"] = local_cupy(client, args.scheduler, args.runs, Path(folder))
+    else:
+        report["local_cupy"] = []
+    report["overhead"] = overhead(client, SIZES[backend]["noop_tasks"])
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        client = cli.connect(args)
+    except (OSError, ValueError) as error:
+        print(f"cannot reach the scheduler {args.scheduler}: {error}", file=sys.stderr)
+        return cli.EXIT_UNREACHABLE
+    with client:
+        report = run(client, args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{args.out}.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    markdown = bench_report.markdown(report)
+    Path(f"{args.out}.md").write_text(markdown)
+    Path(f"{args.out}.html").write_text(bench_report.html(report, markdown))
+    print(markdown)
+    return cli.EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""The benchmark report as Markdown and as a self-contained HTML page with an SVG bar chart."""
+from __future__ import annotations
+
+import html as html_lib
+import statistics
+from typing import Any
+
+# Data-sheet figures (SXM parts): HBM GB/s, fp64 and fp32 TFLOP/s (fp64 with tensor cores).
+SPECS = {"H200": (4800.0, 67.0, 67.0), "H100": (3350.0, 67.0, 67.0), "A100": (2039.0, 19.5, 19.5)}
+
+
+def spec_for(gpu_name: str) -> tuple[float, float, float] | None:
+    return next((spec for key, spec in SPECS.items() if key in gpu_name), None)
+
+
+def fmt(value: Any, digits: int | None = None) -> str:
+    """A number with `digits` decimals, or by default three significant figures (0.0123, 4.56, 4,343)."""
+    if not isinstance(value, (int, float)):
+        return "-"
+    if digits is None:
+        digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2 if abs(value) >= 1 else 3
+    return f"{value:,.{digits}f}"
+
+
+def pct(value: float, limit: float | None) -> str:
+    return f" ({100 * value / limit:.0f} %)" if limit else ""
+
+
+def baseline_means(report: dict[str, Any]) -> dict[str, float]:
+    rows = list(report["baselines"].values())
+    return {key: statistics.mean(row[key] for row in rows) for key in rows[0]} if rows else {}
+
+
+def markdown(report: dict[str, Any]) -> str:
+    v = report["versions"]
+    lines = [f"# Dask GPU benchmark{': ' + report['label'] if report.get('label') else ''}", "",
+             f"Scheduler `{report['scheduler']}`, {len(report['workers'])} workers, backend {report['backend']}, "
+             f"{report['when']}. dask {v.get('dask')}, distributed {v.get('distributed')}, "
+             f"dask-cuda {v.get('dask-cuda')}, {v.get('cupy') or 'no CuPy'}.", ""]
+    if report.get("ready_seconds") is not None:
+        lines += [f"Time to ready after the last deploy: {report['ready_seconds']:.1f} s.", ""]
+    lines += ["## Per GPU: raw baselines inside each worker process, against the data sheet", "",
+              "| worker | device | copy GB/s | fp64 sum GB/s | fp64 matmul TFLOP/s | fp32 matmul TFLOP/s |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for address, base in report["baselines"].items():
+        gpu = report["workers"][address]["gpu"]
+        name = gpu.get("name", "CPU")
+        spec = spec_for(name)
+        lines.append(f"| {report['workers'][address]['name']} | {name} {gpu.get('uuid', '')} | "
+                     f"{fmt(base['copy_gbps'])}{pct(base['copy_gbps'], spec and spec[0])} | "
+                     f"{fmt(base['sum_gbps'])}{pct(base['sum_gbps'], spec and spec[0])} | "
+                     f"{fmt(base['fp64_tflops'])}{pct(base['fp64_tflops'], spec and spec[1])} | "
+                     f"{fmt(base['fp32_tflops'])}{pct(base['fp32_tflops'], spec and spec[2])} |")
+    means = baseline_means(report)
+    lines += ["", "(%: of the data-sheet HBM bandwidth or peak TFLOP/s.)", "",
+              "## Workloads through the scheduler: one worker, then all", "",
+              "| workload | moves blocks | n / chunk | 1 worker s | all s | 1 worker | all | all / 1 | efficiency "
+              "| per worker vs baseline | transfers MiB/s (GiB) |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for row in report["scaling"]:
+        one, every = row["one"], row["all"]
+        baseline = means.get("copy_gbps" if row["workload"] == "transpose_sum" else "fp64_tflops")
+        versus = f"{100 * every['per_worker'] / baseline:.0f} % of {fmt(baseline)}" if baseline else "-"
+        lines.append(f"| {row['workload']} | {'yes' if row['transfers_between_workers'] else 'no'} | "
+                     f"{row['n']} / {row['chunk']} | {fmt(one['seconds'], 3)} | {fmt(every['seconds'], 3)} | "
+                     f"{fmt(one['throughput'])} {row['unit']} | {fmt(every['throughput'])} {row['unit']} | "
+                     f"{row['ratio']:.2f} | {100 * row['efficiency']:.0f} % | {versus} | "
+                     f"{fmt(every['transfer_mib_per_s'], 0)} ({fmt(every['transferred_gib'], 2)}) |")
+    if report["local_cupy"]:
+        lines += ["", "## dask-cuda `local_cupy` through this cluster", "",
+                  "| operation | size / chunk | median s | throughput GB/s | transfers MiB/s (GiB) | command |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for row in report["local_cupy"]:
+            if "error" in row:
+                lines.append(f"| {row['operation']} | {row['size']} / {row['chunk']} | failed: "
+                             f"{' '.join(row['error'])[:120]} | | | `{row['command']}` |")
+                continue
+            lines.append(f"| {row['operation']} | {row['size']} / {row['chunk']} | {fmt(row['seconds'], 3)} | "
+                         f"{fmt(row['throughput_gbps'], 1)} | {fmt(row['transfer_mib_per_s'], 0)} "
+                         f"({fmt(row['transferred_gib'], 2)}) | `{row['command']}` |")
+    o = report["overhead"]
+    lines += ["", "## Scheduler", "", "| no-op tasks per second | round trip (submit to result) |", "| --- | --- |",
+              f"| {fmt(o['tasks_per_s'], 0)} ({o['tasks']} tasks) | {fmt(o['round_trip_ms'], 2)} ms |", ""]
+    return "\n".join(lines)
+
+
+def bars(title: str, items: list[tuple[str, float, str]], unit: str) -> str:
+    """A horizontal SVG bar chart: (label, value, colour) per bar."""
+    top = max((value for _, value, _ in items), default=1.0) or 1.0
+    height = 26 * len(items) + 40
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="760" height="{height}" role="img">',
+             f'<text x="0" y="16" font-weight="bold">{html_lib.escape(title)}</text>']
+    for i, (label, value, colour) in enumerate(items):
+        y = 30 + 26 * i
+        width = 420 * value / top
+        parts += [f'<text x="0" y="{y + 14}" font-size="12">{html_lib.escape(label)}</text>',
+                  f'<rect x="250" y="{y}" width="{width:.1f}" height="18" fill="{colour}"/>',
+                  f'<text x="{255 + width:.1f}" y="{y + 14}" font-size="12">{value:,.1f} {unit}</text>']
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def html(report: dict[str, Any], markdown_text: str) -> str:
+    """Achieved against baseline per GPU, measured in the same run, plus the Markdown report as text."""
+    charts = []
+    for workload, key, unit in (("transpose_sum", "copy_gbps", "GB/s"), ("gram", "fp64_tflops", "TFLOP/s")):
+        row = next((r for r in report["scaling"] if r["workload"] == workload), None)
+        if row is None:
+            continue
+        items = [(f"baseline {report['workers'][a]['name']}", base[key], "#8da0cb")
+                 for a, base in report["baselines"].items()]
+        items += [(f"{workload}, 1 worker", row["one"]["per_worker"], "#66c2a5"),
+                  (f"{workload}, all ({row['all']['workers']}), per worker", row["all"]["per_worker"], "#fc8d62")]
+        charts.append(bars(f"{workload} per worker against the {key.replace('_', ' ')} baseline", items, unit))
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>Dask GPU benchmark</title></head><body>"
+            + "".join(f"<div>{chart}</div>" for chart in charts)
+            + f"<pre>{html_lib.escape(markdown_text)}</pre></body></html>\n")

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The whole GPU proof on a GPU machine without Docker or systemd (issue 4): for each configuration, start the
+# scheduler and the workers, run verification (bundle configurations) and dask-gpu-bench, stop them; then
+# tests/gpu/compare_bench.py prints the comparison tables (bundle against bare, UCX against TCP, 1 GPU
+# against all).
+#   bundle-tls        the units' command lines from playbooks/render-commands.yml (TLS, the inventory's defaults)
+#   bundle-tls-1gpu   the same with dask_worker_gpus: ["0"]
+#   bare-tcp[-1gpu]   `dask scheduler` + `dask cuda worker tcp://...` with dask-cuda's defaults
+#   bundle-tls-rmm-1gpu  the units with an RMM pool and CuPy through RMM (the full profile's options)
+#   bundle-ucx        dask_ucx_enabled (UCX, TLS off: the firewall's job on real hosts), RMM pool
+#   OUT=/tmp/proof CERTS_DIR=.gpucerts CONFIGS="bundle-tls bare-tcp" tests/gpu/gpu-proof-bench.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out="${OUT:-/tmp/gpu-proof-bench}"; mkdir -p "$out"
+certs="${CERTS_DIR:-.gpucerts}"
+configs="${CONFIGS:-bundle-tls bundle-ucx bare-tcp bundle-tls-1gpu bare-tcp-1gpu bundle-tls-rmm-1gpu}"
+runs="${RUNS:-3}"
+. tests/gpu/python-env.sh
+export ANSIBLE_NOCOLOR=1
+nvidia-smi --query-gpu=index,uuid,name,memory.total,driver_version --format=csv,noheader | tee "$out/gpus.csv"
+nvidia-smi topo -m > "$out/topo.txt" 2>&1 || true
+install -d -m 0750 /etc/dask/tls /var/lib/dask /var/lib/dask-reports
+install -m 0644 "$certs/ca.crt" /etc/dask/tls/ca.crt
+install -m 0644 "$certs/gpu-box.crt" /etc/dask/tls/host.crt
+install -m 0600 "$certs/gpu-box.key" /etc/dask/tls/host.key
+
+pids=()
+stop_cluster() {
+  kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null; pids=()
+  for _ in $(seq 40); do python3 -c 'import socket; socket.create_connection(("127.0.0.1", 8786), 0.2)' 2>/dev/null || break; sleep 0.5; done
+}
+trap stop_cluster EXIT
+
+wait_health() {
+  for _ in $(seq 120); do python3 -c 'import urllib.request as u; u.urlopen("http://127.0.0.1:8787/health", timeout=1)' 2>/dev/null && return 0; sleep 0.5; done
+  echo "scheduler never answered /health" >&2; return 1
+}
+
+extra_for() {  # the inventory variables of a bundle configuration
+  case "$1" in
+    bundle-tls) echo '{}' ;;
+    bundle-tls-1gpu) echo '{"dask_worker_gpus": ["0"]}' ;;
+    bundle-tls-rmm-1gpu) echo '{"dask_worker_gpus": ["0"], "dask_image_profile": "full", "dask_worker_rmm_pool_size": "0.5", "dask_worker_rmm_for_cupy": true}' ;;
+    bundle-ucx) echo '{"dask_ucx_enabled": true, "dask_tls_enabled": false, "dask_tls_disabled_ack": true, "dask_firewall_enabled": true, "dask_image_profile": "full", "dask_worker_rmm_pool_size": "0.5"}' ;;
+  esac
+}
+
+status=0
+for config in $configs; do
+  dir="$out/$config"; mkdir -p "$dir"; echo "=== $config"
+  case "$config" in
+    bundle-*)
+      ansible-playbook -i tests/gpu/inventory.yml playbooks/render-commands.yml -e "render_dir=$dir" \
+        -e "$(extra_for "$config")" >"$dir/render.log" 2>&1 || { tail -30 "$dir/render.log"; status=1; continue; }
+      for f in "$dir"/gpu-box-{scheduler,worker}.sh; do sed -n '4p' "$f"; done | tee "$dir/commands.txt"
+      sh "$dir/gpu-box-scheduler.sh" >"$dir/scheduler.log" 2>&1 & pids+=($!)
+      wait_health || { status=1; stop_cluster; continue; }
+      started=$(date +%s.%N)
+      sh "$dir/gpu-box-worker.sh" >"$dir/worker.log" 2>&1 & pids+=($!)
+      want=$(sed -n 's/.*--expect-workers \([0-9]*\).*/\1/p' "$dir/gpu-box-verify.sh")
+      ready=$(python3 tests/gpu/wait_workers.py "$want" "$started" | tee "$dir/registration.txt" | awk '{print $4}')
+      sh "$dir/gpu-box-verify.sh" > "$dir/verify.txt" 2>&1 || { echo "verification FAILED ($config)"; status=1; }
+      tail -4 "$dir/verify.txt"
+      eval "$(sed -n 's/^exec env \(.*\) dask-gpu-verify.*/export \1/p' "$dir/gpu-box-verify.sh")"
+      address=$(sed -n "s/.*--scheduler '\{0,1\}\([a-z]*:\/\/[0-9.:]*\).*/\1/p" "$dir/gpu-box-verify.sh")
+      ;;
+    bare-tcp*)
+      unset DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION DASK_DISTRIBUTED__COMM__TLS__CA_FILE \
+        DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY
+      [ "$config" = bare-tcp-1gpu ] && export CUDA_VISIBLE_DEVICES=0 || unset CUDA_VISIBLE_DEVICES
+      want=$([ "$config" = bare-tcp-1gpu ] && echo 1 || nvidia-smi -L | wc -l)
+      echo "dask scheduler --host 127.0.0.1 --dashboard-address 127.0.0.1:8787; dask cuda worker tcp://127.0.0.1:8786" | tee "$dir/commands.txt"
+      dask scheduler --host 127.0.0.1 --port 8786 --dashboard-address 127.0.0.1:8787 >"$dir/scheduler.log" 2>&1 & pids+=($!)
+      wait_health || { status=1; stop_cluster; continue; }
+      started=$(date +%s.%N)
+      dask cuda worker tcp://127.0.0.1:8786 >"$dir/worker.log" 2>&1 & pids+=($!)
+      unset CUDA_VISIBLE_DEVICES
+      ready=$(python3 tests/gpu/wait_workers.py "$want" "$started" | tee "$dir/registration.txt" | awk '{print $4}')
+      address=tcp://127.0.0.1:8786
+      ;;
+  esac
+  python3 -m dask_gpu_verify.bench --scheduler "$address" --expect-workers "$want" --runs "$runs" --label "$config" \
+    --ready-seconds "${ready:-0}" --out "$dir/bench" > "$dir/bench.txt" 2>&1 || { echo "bench FAILED ($config)"; tail -20 "$dir/bench.txt"; status=1; }
+  stop_cluster
+done
+python3 tests/gpu/compare_bench.py "$out" | tee "$out/summary.md"
+exit "$status"

@@ -1,0 +1,198 @@
+"""Fault injection against the running sandbox (molecule's side effect): inject, observe, assert, and record
+the recovery time in artifacts/reports/faults.jsonl. The tests run in file order; each leaves the cluster whole."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import cloudpickle
+import dask.array as da
+import live
+import numpy as np
+import pytest
+from distributed import KilledWorker
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this module
+ALL = {"dask-w1": 1, "dask-w2": 1}
+# The bound the README documents: a worker re-registers within this many seconds of any single fault.
+RECOVERY_BOUND_S = 90
+
+
+def slow_block(block: np.ndarray) -> np.ndarray:
+    time.sleep(0.1)
+    return block
+
+
+def workload_sum(n: int, chunk: int) -> float:
+    """sum(x + x.T) for x[i, j] = i + 2j, one 0.1 s sleep per block; the answer is 3 n^2 (n - 1)."""
+    x = da.fromfunction(lambda i, j: i + 2.0 * j, shape=(n, n), chunks=chunk, dtype=float)
+    return float((x + x.T).map_blocks(slow_block, dtype=float).sum().compute())
+
+
+def registered(expected: dict[str, int], replaced: dict[str, str] | None = None):
+    """A predicate: every host has its workers, and hosts in `replaced` have a worker with a new server id."""
+    def check() -> bool:
+        with live.connect(timeout=10) as client:
+            hosts = live.by_host(client)
+        if any(len(hosts[h]) < n for h, n in expected.items()):
+            return False
+        return all(old not in {w["id"] for w in hosts[h]} for h, old in (replaced or {}).items())
+    return check
+
+
+def ids(client) -> dict[str, str]:
+    return {h: ws[0]["id"] for h, ws in live.by_host(client).items() if ws}
+
+
+def test_killed_worker_container_during_a_workload() -> None:
+    n, chunk = 4000, 250
+    with live.connect() as client:
+        live.wait_until(registered(ALL), 60, "both workers registered before the fault")
+        before = ids(client)
+        restarts = int(live.unit_property("dask-w2", "dask-worker", "NRestarts"))
+        result: dict[str, float] = {}
+        worker = threading.Thread(target=lambda: result.update(total=workload_sum(n, chunk)))
+        worker.start()
+        time.sleep(2)
+        killed_at = time.monotonic()
+        live.on_host("dask-w2", "docker", "kill", "dask-worker")
+        worker.join(timeout=300)
+    assert result.get("total") == 3.0 * n * n * (n - 1), result
+    live.wait_until(registered(ALL, {"dask-w2": before["dask-w2"]}), RECOVERY_BOUND_S,
+                    "dask-w2's worker re-registered after its container was killed")
+    since_kill = time.monotonic() - killed_at
+    assert int(live.unit_property("dask-w2", "dask-worker", "NRestarts")) == restarts + 1
+    live.record("faults", {"fault": "worker container killed during a workload",
+                           "expected": "workload correct; systemd restarts the worker",
+                           "observed": f"sum = {result['total']:.0f} (exact); NRestarts +1; worker back",
+                           "recovery_s": round(since_kill, 1)})
+
+
+def test_scheduler_restart_workers_come_back_and_verify_passes() -> None:
+    started = time.monotonic()
+    live.on_host("dask-sched", "systemctl", "restart", "dask-scheduler")
+    took = live.wait_until(registered(ALL), RECOVERY_BOUND_S, "every worker re-registered after a scheduler restart")
+    took = time.monotonic() - started
+    verify = live.playbook("playbooks/verify.yml")
+    assert verify.returncode == 0, verify.stdout[-3000:]
+    live.record("faults", {"fault": "scheduler unit restarted",
+                           "expected": f"all workers re-register within {RECOVERY_BOUND_S} s; verify passes",
+                           "observed": "2 of 2 workers back; playbooks/verify.yml passed",
+                           "recovery_s": round(took, 1)})
+
+
+def test_docker_daemon_restart_on_a_worker_host() -> None:
+    with live.connect() as client:
+        before = ids(client)
+    started = time.monotonic()
+    live.on_host("dask-w1", "systemctl", "restart", "docker")
+    live.wait_until(registered(ALL, {"dask-w1": before["dask-w1"]}), RECOVERY_BOUND_S,
+                    "dask-w1's worker re-registered after Docker restarted")
+    took = time.monotonic() - started
+    for unit in ("docker", "dask-worker"):
+        assert live.on_host("dask-w1", "systemctl", "is-active", unit).stdout.strip() == "active"
+        assert live.on_host("dask-w1", "systemctl", "is-enabled", unit).stdout.strip() == "enabled"
+    live.record("faults", {"fault": "Docker daemon restarted on a worker host",
+                           "expected": "the worker unit brings the container back, no manual action",
+                           "observed": "docker and dask-worker active and enabled; worker back",
+                           "recovery_s": round(took, 1)})
+
+
+def test_a_host_that_stays_down_is_named_then_its_reboot_recovers() -> None:
+    with live.connect() as client:
+        before = ids(client)
+    subprocess.run(["docker", "stop", "-t", "5", "dask-w2"], check=True, capture_output=True)
+    try:
+        verify = live.playbook("playbooks/verify.yml", "-e", "dask_verify_timeout=15")
+        output = verify.stdout + verify.stderr
+        assert verify.returncode != 0
+        assert "dask-w2" in output and "expected 1 workers on this host, found 0" in output, output[-4000:]
+        named = [line.strip() for line in output.splitlines() if "found 0" in line][:1]
+    finally:
+        started = time.monotonic()
+        subprocess.run(["docker", "start", "dask-w2"], check=True, capture_output=True)
+    live.record("faults", {"fault": "worker host down (container stopped)",
+                           "expected": "verification fails and names the host and its expected workers",
+                           "observed": named[0][:160] if named else "named", "recovery_s": "-"})
+    live.wait_until(registered(ALL, {"dask-w2": before["dask-w2"]}), 180, "dask-w2's worker back after its reboot")
+    took = time.monotonic() - started
+    for unit in ("docker", "dask-worker"):
+        assert live.on_host("dask-w2", "systemctl", "is-active", unit).stdout.strip() == "active"
+        assert live.on_host("dask-w2", "systemctl", "is-enabled", unit).stdout.strip() == "enabled"
+    live.record("faults", {"fault": "worker host rebooted (container started again)",
+                           "expected": "units come back enabled without manual action",
+                           "observed": "docker and dask-worker active and enabled; worker registered",
+                           "recovery_s": round(took, 1)})
+
+
+def hog_memory() -> int:
+    """Allocate (and touch) 256 MiB at a time until the nanny kills this worker."""
+    held = []
+    for _ in range(64):
+        held.append(np.ones(32 * 1024 * 1024))
+        time.sleep(0.2)
+    return len(held)
+
+
+def test_a_task_over_the_memory_limit_is_killed_and_the_cluster_stays_up() -> None:
+    with live.connect() as client:
+        scheduler_id = client.scheduler_info()["id"]
+        before = ids(client)
+        started = time.monotonic()
+        future = client.submit(hog_memory, workers=[live.address("dask-w2")], allow_other_workers=False, pure=False)
+        with pytest.raises(KilledWorker) as error:
+            future.result(timeout=300)
+        failed_after = time.monotonic() - started
+        assert client.scheduler_info()["id"] == scheduler_id  # the scheduler did not restart
+        back = live.wait_until(registered(ALL, {"dask-w2": before["dask-w2"]}), RECOVERY_BOUND_S,
+                               "dask-w2's worker back after the memory kill")
+        assert client.submit(sum, [1, 2, 3], workers=[live.address("dask-w2")]).result(timeout=60) == 6
+    live.record("faults", {"fault": "task over the worker memory limit (2 GiB)",
+                           "expected": "the nanny restarts the worker; the client gets the error; cluster up",
+                           "observed": f"client got {type(error.value).__name__} after {failed_after:.0f} s; "
+                                       "same scheduler; worker runs tasks again",
+                           "recovery_s": round(back, 1)})
+
+
+def test_an_interrupted_converge_then_a_full_run_converges_cleanly() -> None:
+    """Kill site.yml after the worker units were rewritten but before their restart handlers ran; the next full
+    run must restart the workers with the new settings, and leave one of everything."""
+    extra = ["-e", "dask_worker_nthreads=3"]
+    inventory = str(live.ephemeral_dir() / "inventory")
+    proc = subprocess.Popen(["ansible-playbook", "-i", inventory, "site.yml", *extra], cwd=live.ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    assert proc.stdout is not None
+    interrupted = False
+    for line in proc.stdout:
+        if "TASK [dask_worker : Worker unit is enabled and running]" in line:
+            os.killpg(proc.pid, signal.SIGKILL)
+            interrupted = True
+            break
+    proc.wait(timeout=60)
+    assert interrupted, "site.yml never reached the worker unit"
+    for host in live.WORKERS:
+        assert '"--nthreads" "3"' in live.on_host(host, "cat", "/etc/systemd/system/dask-worker.service").stdout
+    with live.connect() as client:
+        assert {w["nthreads"] for w in live.workers(client).values()} == {2}  # half-finished: old processes
+
+    started = time.monotonic()
+    full = live.playbook("site.yml", *extra)
+    took = time.monotonic() - started
+    assert full.returncode == 0, full.stdout[-3000:]
+    live.wait_until(registered(ALL), 60, "workers registered after the full run")
+    with live.connect() as client:
+        assert {w["nthreads"] for w in live.workers(client).values()} == {3}
+        assert len(live.workers(client)) == 2
+    for host, container in (("dask-sched", "dask-scheduler"), *((h, "dask-worker") for h in live.WORKERS)):
+        names = live.on_host(host, "docker", "ps", "-a", "--format", "{{.Names}}").stdout.split()
+        assert names.count(container) == 1 and len([n for n in names if n.startswith("dask-")]) == 1, (host, names)
+        units = live.on_host(host, "systemctl", "list-units", "--all", "--plain", "--no-legend", "dask-*").stdout
+        assert len(units.strip().splitlines()) == 1, (host, units)
+    live.record("faults", {"fault": "site.yml killed after the worker units changed, before their restart",
+                           "expected": "the next full run restarts the stale workers; nothing duplicated",
+                           "observed": "workers run the new settings (3 threads); one container and one unit a host",
+                           "recovery_s": round(took, 1)})

@@ -1,0 +1,71 @@
+"""The dask_firewall role in the sandbox (after molecule's side effect turned it on): a container outside the
+allow list cannot open a connection to any Dask port, cluster hosts and the controller still can."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import live
+import pytest
+
+OUTSIDER_IP = "10.231.7.50"
+HOSTS = (live.SCHEDULER, *live.WORKERS)
+
+
+@pytest.fixture(scope="module")
+def dask_ports() -> list[tuple[str, int]]:
+    """Every Dask listener: the scheduler, each worker and each nanny (the nannies' ports are ephemeral)."""
+    with live.connect() as client:
+        info = client.scheduler_info(n_workers=-1)["workers"]
+    ports = [(live.address(live.SCHEDULER), 8786)]
+    for addr, worker in info.items():
+        host, port = addr.removeprefix("tls://").rsplit(":", 1)
+        ports.append((host, int(port)))
+        nanny = str(worker.get("nanny") or "")
+        if nanny:
+            nanny_host, nanny_port = nanny.removeprefix("tls://").rsplit(":", 1)
+            ports.append((nanny_host, int(nanny_port)))
+    assert len(ports) == 5  # scheduler + 2 workers + 2 nannies
+    return ports
+
+
+def probe_from_container(targets: list[tuple[str, int]], *docker_args: str) -> dict[str, str]:
+    """Try each target from a fresh container on the sandbox network; 'open' or the error's name."""
+    script = ("import json, socket, sys\nout = {}\nfor host, port in json.loads(sys.argv[1]):\n"
+              "    try:\n        socket.create_connection((host, port), timeout=5).close(); r = 'open'\n"
+              "    except OSError as e:\n        r = type(e).__name__\n"
+              "    out[f'{host}:{port}'] = r\nprint(json.dumps(out))")
+    run = subprocess.run(["docker", "run", "--rm", "--network", live.NETWORK, *docker_args, "--entrypoint", "python3",
+                          "dask-sandbox-host:bookworm", "-c", script, json.dumps(targets)],
+                         capture_output=True, text=True, check=True, timeout=120)
+    return dict(json.loads(run.stdout))
+
+
+def test_every_host_has_the_table_and_its_unit() -> None:
+    for host in HOSTS:
+        table = live.on_host(host, "nft", "list", "table", "inet", "dask_firewall").stdout
+        assert "reject with tcp reset" in table and live.address(host) in table
+        assert live.on_host(host, "systemctl", "is-enabled", "dask-firewall").stdout.strip() == "enabled"
+
+
+def test_an_outsider_cannot_connect_to_any_dask_port(dask_ports: list[tuple[str, int]]) -> None:
+    results = probe_from_container(dask_ports, "--ip", OUTSIDER_IP)
+    assert set(results.values()) == {"ConnectionRefusedError"}, results
+    live.record("firewall", {"from": OUTSIDER_IP, "refused": ", ".join(sorted(results))})
+
+
+def test_a_cluster_host_and_the_controller_still_connect(dask_ports: list[tuple[str, int]]) -> None:
+    probe = ("import socket, sys; [socket.create_connection((h, int(p)), timeout=5).close() "
+             "for h, p in (t.split(':') for t in sys.argv[1:])]")
+    targets = [f"{h}:{p}" for h, p in dask_ports]
+    assert live.on_host("dask-w1", "python3", "-c", probe, *targets, check=False).returncode == 0
+    with live.connect() as client:  # the controller (the network's gateway) is on the allow list
+        assert client.submit(sum, [1, 2], pure=False).result(timeout=60) == 3
+
+
+def test_the_refusals_were_the_firewall_s(dask_ports: list[tuple[str, int]]) -> None:
+    # Every port above listens (a cluster host connects), so the resets came from the reject rule: its counter moved.
+    for host in HOSTS:
+        table = live.on_host(host, "nft", "list", "table", "inet", "dask_firewall").stdout
+        packets = [int(line.split("packets ")[1].split()[0]) for line in table.splitlines() if "reject" in line]
+        assert packets and packets[0] > 0, (host, table)

@@ -1,0 +1,118 @@
+"""Helpers for tests that act on the running molecule sandbox from the controller: docker exec into the host
+containers, a TLS client from the cluster's client bundle, waiting for workers, and ansible-playbook runs with
+molecule's inventory. Used by tests/sandbox/faults and tests/sandbox/firewall (molecule's side effect)."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from distributed import Client
+from distributed.security import Security
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEDULER, WORKERS = "dask-sched", ("dask-w1", "dask-w2")
+NETWORK = "dask-sandbox"
+
+
+def address(host: str) -> str:
+    """A sandbox host's address on the sandbox network."""
+    out = subprocess.run(["docker", "inspect", "-f", "{{json .NetworkSettings.Networks}}", host],
+                         capture_output=True, text=True, check=True).stdout
+    return str(json.loads(out)[NETWORK]["IPAddress"])
+
+
+def ephemeral_dir() -> Path:
+    """Molecule's folder for this scenario (inventory, artifacts), from its environment or the newest one."""
+    if os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY"):
+        return Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
+    found = sorted(glob.glob(os.path.expanduser("~/.ansible/tmp/molecule.*.default")), key=os.path.getmtime)
+    if not found:
+        raise RuntimeError("no molecule sandbox found: run `make up` first")
+    return Path(found[-1])
+
+
+def bundle() -> dict[str, str]:
+    """The DASK_* variables of the client bundle (artifacts/client/env.sh)."""
+    text = (ephemeral_dir() / "artifacts" / "client" / "env.sh").read_text()
+    pairs = (line.removeprefix("export ").split("=", 1) for line in text.splitlines() if line.startswith("export "))
+    return dict(pairs)
+
+
+def security(**override: Any) -> Security:
+    env = bundle()
+    args: dict[str, Any] = {"tls_ca_file": env["DASK_DISTRIBUTED__COMM__TLS__CA_FILE"],
+                            "tls_client_cert": env["DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT"],
+                            "tls_client_key": env["DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY"],
+                            "require_encryption": True}
+    args.update(override)
+    return Security(**args)
+
+
+def scheduler_address() -> str:
+    return bundle()["DASK_SCHEDULER_ADDRESS"]
+
+
+def connect(timeout: float = 30) -> Client:
+    return Client(scheduler_address(), security=security(), timeout=timeout)
+
+
+def on_host(host: str, *argv: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run a command inside a sandbox host container."""
+    return subprocess.run(["docker", "exec", host, *argv], capture_output=True, text=True, check=check,
+                          timeout=timeout)
+
+
+def workers(client: Client) -> dict[str, dict[str, Any]]:
+    """Registered workers by address, each with its name and server id."""
+    return {addr: {"name": str(info.get("name")), "id": info.get("id"), "nthreads": info.get("nthreads"),
+                   "host": info.get("host")}
+            for addr, info in client.scheduler_info(n_workers=-1)["workers"].items()}
+
+
+def by_host(client: Client) -> dict[str, list[dict[str, Any]]]:
+    """Registered workers grouped by sandbox host (worker names start with the host's inventory name)."""
+    out: dict[str, list[dict[str, Any]]] = {host: [] for host in WORKERS}
+    for addr, info in workers(client).items():
+        for host in WORKERS:
+            if info["name"].startswith(host):
+                out[host].append({"address": addr, **info})
+    return out
+
+
+def wait_until(predicate: Any, timeout: float, what: str, interval: float = 0.5) -> float:
+    """Poll `predicate()` until it is true; return the seconds it took, or raise naming `what`."""
+    start = time.monotonic()
+    last: Exception | None = None
+    while time.monotonic() - start < timeout:
+        try:
+            if predicate():
+                return time.monotonic() - start
+        except (OSError, TimeoutError) as exc:  # the scheduler may be restarting
+            last = exc
+        time.sleep(interval)
+    raise AssertionError(f"{what}: not within {timeout:.0f} s (last error: {last!r})")
+
+
+def unit_property(host: str, unit: str, prop: str) -> str:
+    return on_host(host, "systemctl", "show", "-P", prop, unit).stdout.strip()
+
+
+def playbook(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """ansible-playbook with molecule's inventory, from the repository root."""
+    inventory = ephemeral_dir() / "inventory"
+    return subprocess.run(["ansible-playbook", "-i", str(inventory), *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, check=False)
+
+
+def record(kind: str, row: dict[str, Any]) -> None:
+    """Append a row to artifacts/reports/<kind>.jsonl (the fault table of the closing report)."""
+    reports = ephemeral_dir() / "artifacts" / "reports"
+    reports.mkdir(parents=True, exist_ok=True)
+    with (reports / f"{kind}.jsonl").open("a") as out:
+        out.write(json.dumps(row) + "\n")
+    print(f"[{kind}] " + " | ".join(f"{k}: {v}" for k, v in row.items()), flush=True)
