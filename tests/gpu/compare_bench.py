@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compare the dask-gpu-bench reports of tests/gpu/gpu-proof-bench.sh: one Markdown summary.
 
-    tests/gpu/compare_bench.py OUT_DIR     (reads OUT_DIR/<configuration>/bench.json)
+    tests/gpu/compare_bench.py OUT_DIR [OUT_DIR ...]   (reads OUT_DIR/<configuration>/bench.json; later wins)
 
 Every ratio divides figures of the same machine and the same proof run. Time ratios read "how many times
 faster the first is" (> 1: faster).
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 
-def load(out: Path) -> dict[str, dict[str, Any]]:
-    return {p.parent.name: json.loads(p.read_text()) for p in sorted(out.glob("*/bench.json"))}
+def load(outs: list[Path]) -> dict[str, dict[str, Any]]:
+    return {p.parent.name: json.loads(p.read_text()) for out in outs for p in sorted(out.glob("*/bench.json"))}
 
 
 def workloads(report: dict[str, Any]) -> dict[str, dict[str, float]]:
@@ -28,7 +28,8 @@ def workloads(report: dict[str, Any]) -> dict[str, dict[str, float]]:
 
 
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    return lines + ["| " + " | ".join(r) + " |" for r in rows]
 
 
 def versus(reports: dict[str, dict[str, Any]], first: str, second: str, title: str) -> list[str]:
@@ -41,8 +42,8 @@ def versus(reports: dict[str, dict[str, Any]], first: str, second: str, title: s
                                         "transfers MiB/s"], rows), ""]
 
 
-def main(out: Path) -> None:
-    reports = load(out)
+def main(outs: list[Path]) -> None:
+    reports = load(outs)
     lines = ["# GPU proof: benchmark summary", ""]
     base = reports.get("bundle-tls") or next(iter(reports.values()), None)
     if base is None:
@@ -73,12 +74,17 @@ def main(out: Path) -> None:
     lines += ["## Comparisons", ""]
     lines += versus(reports, "bundle-tls", "bare-tcp", "Bundle (TLS) against bare dask-cuda defaults (TCP), all GPUs")
     lines += versus(reports, "bundle-tls-1gpu", "bare-tcp-1gpu", "Bundle against bare defaults, one GPU")
+    lines += versus(reports, "bundle-tcp", "bare-tcp", "Bundle with TLS off against bare defaults (both TCP), all GPUs")
+    lines += versus(reports, "bundle-tcp", "bundle-tls", "What TLS costs: bundle over TCP against TLS, all GPUs")
     lines += versus(reports, "bundle-ucx", "bundle-tls", "UCX against TCP/TLS, all GPUs")
+    lines += versus(reports, "bundle-ucx", "bare-tcp", "Bundle UCX mode against bare defaults (TCP), all GPUs")
     lines += versus(reports, "bundle-tls-1gpu", "bundle-tls", "One GPU against all GPUs over TCP/TLS (time ratio)")
     lines += versus(reports, "bundle-tls-1gpu", "bundle-ucx", "One GPU against all GPUs over UCX (time ratio)")
-    lines += versus(reports, "bundle-tls-rmm-1gpu", "bundle-tls-1gpu", "RMM pool + CuPy through RMM against none, one GPU")
+    lines += versus(reports, "bundle-tls-2threads-1gpu", "bundle-tls-1gpu", "2 threads per worker against 1, one GPU")
+    lines += versus(reports, "bundle-tls-rmm-1gpu", "bundle-tls-1gpu",
+                    "RMM pool + CuPy through RMM against none, one GPU")
     print("\n".join(lines))
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main([Path(arg) for arg in sys.argv[1:]])

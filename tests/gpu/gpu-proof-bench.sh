@@ -2,11 +2,13 @@
 # The whole GPU proof on a GPU machine without Docker or systemd (issue 4): for each configuration, start the
 # scheduler and the workers, run verification (bundle configurations) and dask-gpu-bench, stop them; then
 # tests/gpu/compare_bench.py prints the comparison tables (bundle against bare, UCX against TCP, 1 GPU
-# against all).
+# against all; EARLIER="DIR ..." adds the reports of earlier runs on the same machine).
 #   bundle-tls        the units' command lines from playbooks/render-commands.yml (TLS, the inventory's defaults)
 #   bundle-tls-1gpu   the same with dask_worker_gpus: ["0"]
 #   bare-tcp[-1gpu]   `dask scheduler` + `dask cuda worker tcp://...` with dask-cuda's defaults
 #   bundle-tls-rmm-1gpu  the units with an RMM pool and CuPy through RMM (the full profile's options)
+#   bundle-tls-2threads-1gpu  the units with 2 threads per worker instead of 1
+#   bundle-tcp        the units with TLS off (what TLS costs)
 #   bundle-ucx        dask_ucx_enabled (UCX, TLS off: the firewall's job on real hosts), RMM pool
 #   OUT=/tmp/proof CERTS_DIR=.gpucerts CONFIGS="bundle-tls bare-tcp" tests/gpu/gpu-proof-bench.sh
 set -uo pipefail
@@ -25,9 +27,15 @@ install -m 0644 "$certs/gpu-box.crt" /etc/dask/tls/host.crt
 install -m 0600 "$certs/gpu-box.key" /etc/dask/tls/host.key
 
 pids=()
+ports_free() {  # the scheduler and dashboard ports can be bound again
+  python3 -c 'import socket
+for port in (8786, 8787):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", port)); s.close()' 2>/dev/null
+}
 stop_cluster() {
   kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null; pids=()
-  for _ in $(seq 40); do python3 -c 'import socket; socket.create_connection(("127.0.0.1", 8786), 0.2)' 2>/dev/null || break; sleep 0.5; done
+  for _ in $(seq 60); do ports_free && return 0; sleep 0.5; done
+  pkill -9 -f 'dask (scheduler|cuda worker)|distributed.cli' 2>/dev/null; sleep 2
 }
 trap stop_cluster EXIT
 
@@ -40,6 +48,8 @@ extra_for() {  # the inventory variables of a bundle configuration
   case "$1" in
     bundle-tls) echo '{}' ;;
     bundle-tls-1gpu) echo '{"dask_worker_gpus": ["0"]}' ;;
+    bundle-tls-2threads-1gpu) echo '{"dask_worker_gpus": ["0"], "dask_worker_nthreads": 2}' ;;
+    bundle-tcp) echo '{"dask_tls_enabled": false, "dask_tls_disabled_ack": true}' ;;
     bundle-tls-rmm-1gpu) echo '{"dask_worker_gpus": ["0"], "dask_image_profile": "full", "dask_worker_rmm_pool_size": "0.5", "dask_worker_rmm_for_cupy": true}' ;;
     bundle-ucx) echo '{"dask_ucx_enabled": true, "dask_tls_enabled": false, "dask_tls_disabled_ack": true, "dask_firewall_enabled": true, "dask_image_profile": "full", "dask_worker_rmm_pool_size": "0.5"}' ;;
   esac
@@ -83,5 +93,5 @@ for config in $configs; do
     --ready-seconds "${ready:-0}" --out "$dir/bench" > "$dir/bench.txt" 2>&1 || { echo "bench FAILED ($config)"; tail -20 "$dir/bench.txt"; status=1; }
   stop_cluster
 done
-python3 tests/gpu/compare_bench.py "$out" | tee "$out/summary.md"
+python3 tests/gpu/compare_bench.py ${EARLIER:-} "$out" | tee "$out/summary.md"
 exit "$status"

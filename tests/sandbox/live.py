@@ -68,8 +68,8 @@ def on_host(host: str, *argv: str, check: bool = True, timeout: float = 300) -> 
 
 
 def workers(client: Client) -> dict[str, dict[str, Any]]:
-    """Registered workers by address, each with its name and server id."""
-    return {addr: {"name": str(info.get("name")), "id": info.get("id"), "nthreads": info.get("nthreads"),
+    """Registered workers by address, each with its name, threads and host."""
+    return {addr: {"name": str(info.get("name")), "nthreads": info.get("nthreads"),
                    "host": info.get("host")}
             for addr, info in client.scheduler_info(n_workers=-1)["workers"].items()}
 

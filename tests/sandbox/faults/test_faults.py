@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from distributed import KilledWorker
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this module
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the cluster cannot import this module
 ALL = {"dask-w1": 1, "dask-w2": 1}
 # The bound the README documents: a worker re-registers within this many seconds of any single fault.
 RECOVERY_BOUND_S = 90
@@ -34,18 +34,20 @@ def workload_sum(n: int, chunk: int) -> float:
 
 
 def registered(expected: dict[str, int], replaced: dict[str, str] | None = None):
-    """A predicate: every host has its workers, and hosts in `replaced` have a worker with a new server id."""
+    """A predicate: every host has its workers, and hosts in `replaced` have a worker at a new address (a
+    restarted worker listens on a new random port)."""
     def check() -> bool:
         with live.connect(timeout=10) as client:
             hosts = live.by_host(client)
         if any(len(hosts[h]) < n for h, n in expected.items()):
             return False
-        return all(old not in {w["id"] for w in hosts[h]} for h, old in (replaced or {}).items())
+        return all(old not in {w["address"] for w in hosts[h]} for h, old in (replaced or {}).items())
     return check
 
 
 def ids(client) -> dict[str, str]:
-    return {h: ws[0]["id"] for h, ws in live.by_host(client).items() if ws}
+    """Each host's (first) worker address."""
+    return {h: ws[0]["address"] for h, ws in live.by_host(client).items() if ws}
 
 
 def test_killed_worker_container_during_a_workload() -> None:
@@ -129,16 +131,16 @@ def test_a_host_that_stays_down_is_named_then_its_reboot_recovers() -> None:
                            "recovery_s": round(took, 1)})
 
 
-def hog_memory() -> int:
-    """Allocate (and touch) 256 MiB at a time until the nanny kills this worker."""
-    held = []
-    for _ in range(64):
-        held.append(np.ones(32 * 1024 * 1024))
-        time.sleep(0.2)
-    return len(held)
-
-
 def test_a_task_over_the_memory_limit_is_killed_and_the_cluster_stays_up() -> None:
+    def hog_memory() -> int:
+        """Allocate (and touch) 256 MiB at a time until the nanny kills this worker. (A local function, so it
+        is pickled by value: the scheduler and workers cannot import this module.)"""
+        held = []
+        for _ in range(64):
+            held.append(np.ones(32 * 1024 * 1024))
+            time.sleep(0.2)
+        return len(held)
+
     with live.connect() as client:
         scheduler_id = client.scheduler_info()["id"]
         before = ids(client)
