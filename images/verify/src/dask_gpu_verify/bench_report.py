@@ -39,7 +39,7 @@ def markdown(report: dict[str, Any]) -> str:
              f"dask-cuda {v.get('dask-cuda')}, {v.get('cupy') or 'no CuPy'}.", ""]
     if report.get("ready_seconds") is not None:
         lines += [f"Time to ready after the last deploy: {report['ready_seconds']:.1f} s.", ""]
-    lines += ["## Per GPU: raw baselines inside each worker process, against the data sheet", "",
+    lines += ["## Per device: raw baselines inside each worker process, against the data sheet", "",
               "| worker | device | copy GB/s | fp64 sum GB/s | fp64 matmul TFLOP/s | fp32 matmul TFLOP/s |",
               "| --- | --- | --- | --- | --- | --- |"]
     for address, base in report["baselines"].items():
