@@ -36,7 +36,7 @@ Sandbox cluster is up and verified: hosts dask-sched, dask-w1, dask-w2 (docker p
   dashboard:  docker exec dask-sched python3 -c 'import urllib.request as u; print(u.urlopen("http://127.0.0.1:8787/json/counts.json").read())'
   client:     source ${bundle:-<molecule ephemeral dir>/artifacts/client/env.sh}  (TLS client bundle; from this machine
               the scheduler is reachable on the sandbox network)
-  stop:       make sandbox-down
+  stop:       make down
 MSG
     ;;
   test)
