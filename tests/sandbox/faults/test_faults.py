@@ -45,6 +45,13 @@ def registered(expected: dict[str, int], replaced: dict[str, str] | None = None)
     return check
 
 
+def assert_units_up(host: str) -> None:
+    """Docker and the worker unit are active and enabled on `host` (nothing was started by hand)."""
+    for unit in ("docker", "dask-worker"):
+        assert live.on_host(host, "systemctl", "is-active", unit).stdout.strip() == "active", (host, unit)
+        assert live.on_host(host, "systemctl", "is-enabled", unit).stdout.strip() == "enabled", (host, unit)
+
+
 def ids(client) -> dict[str, str]:
     """Each host's (first) worker address."""
     return {h: ws[0]["address"] for h, ws in live.by_host(client).items() if ws}
@@ -95,9 +102,7 @@ def test_docker_daemon_restart_on_a_worker_host() -> None:
     live.wait_until(registered(ALL, {"dask-w1": before["dask-w1"]}), RECOVERY_BOUND_S,
                     "dask-w1's worker re-registered after Docker restarted")
     took = time.monotonic() - started
-    for unit in ("docker", "dask-worker"):
-        assert live.on_host("dask-w1", "systemctl", "is-active", unit).stdout.strip() == "active"
-        assert live.on_host("dask-w1", "systemctl", "is-enabled", unit).stdout.strip() == "enabled"
+    assert_units_up("dask-w1")
     live.record("faults", {"fault": "Docker daemon restarted on a worker host",
                            "expected": "the worker unit brings the container back, no manual action",
                            "observed": "docker and dask-worker active and enabled; worker back",
@@ -122,9 +127,7 @@ def test_a_host_that_stays_down_is_named_then_its_reboot_recovers() -> None:
                            "observed": named[0][:160] if named else "named", "recovery_s": "-"})
     live.wait_until(registered(ALL, {"dask-w2": before["dask-w2"]}), 180, "dask-w2's worker back after its reboot")
     took = time.monotonic() - started
-    for unit in ("docker", "dask-worker"):
-        assert live.on_host("dask-w2", "systemctl", "is-active", unit).stdout.strip() == "active"
-        assert live.on_host("dask-w2", "systemctl", "is-enabled", unit).stdout.strip() == "enabled"
+    assert_units_up("dask-w2")
     live.record("faults", {"fault": "worker host rebooted (container started again)",
                            "expected": "units come back enabled without manual action",
                            "observed": "docker and dask-worker active and enabled; worker registered",
