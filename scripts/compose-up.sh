@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The single-host main job: set up Docker, build the images, start the compose stack, verify it,
 # and print how to connect. GPU mode when `nvidia-smi` finds a GPU, else CPU mode (compose.cpu.yaml);
-# force one with DASK_MODE=gpu|cpu. Stop it with `make down`.
+# force one with DASK_MODE=gpu|cpu. Stop it with `make compose-down` (`make down` removes the
+# multi-host sandbox, not this stack).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -37,12 +38,12 @@ docker cp dask-gpu-verify:/var/lib/dask-reports/verify.json "$report" >/dev/null
 docker rm -f dask-gpu-verify >/dev/null
 now=$(date +%s)
 echo "[compose-up] up to verified: $((now - up_started)) s (whole job: $((now - started)) s)"
-[ "$status" = 0 ] || { echo "[compose-up] verification FAILED (exit $status)" >&2; exit "$status"; }
+[ "$status" = 0 ] || { echo "[compose-up] verification FAILED (exit $status); the stack is still up: stop it with make compose-down" >&2; exit "$status"; }
 cat <<MSG
 
 Dask cluster is up and verified ($mode mode).
   scheduler:  tcp://127.0.0.1:${DASK_SCHEDULER_PORT:-8786}   (from this host)
   dashboard:  http://127.0.0.1:${DASK_DASHBOARD_PORT:-8787}/status   (from elsewhere: ssh -L 8787:127.0.0.1:8787 $(hostname))
   connect:    python -c 'from distributed import Client; print(Client("tcp://127.0.0.1:${DASK_SCHEDULER_PORT:-8786}"))'
-  stop:       make down
+  stop:       make compose-down
 MSG

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Write the README's inventory-variable tables from every role's meta/argument_specs.yml.
+"""Write the README's inventory-variable tables from every role's meta/argument_specs.yml: each variable's type,
+default, allowed values (its choices, or its description's "Allowed:" item) and meaning.
 
     scripts/readme-vars.py           rewrite the part of README.md between the VARIABLES markers
     scripts/readme-vars.py --check   exit 1 if the README differs from the specs (CI runs this)
@@ -32,18 +33,36 @@ def default(option: dict[str, object]) -> str:
     return f"`{shown}`"
 
 
+def allowed(option: dict[str, object]) -> str:
+    """The option's constraint: its choices, or its description's 'Allowed:' item (grammar in
+    roles/dask/filter_plugins/dask_validate.py)."""
+    if "choices" in option:
+        return "one of " + ", ".join(f"`{choice}`" for choice in option["choices"])  # type: ignore[attr-defined]
+    items = option.get("description")
+    found = [str(item)[len("Allowed:"):].strip() for item in (items if isinstance(items, list) else [items])
+             if str(item).startswith("Allowed:")]
+    return f"`{found[0]}`" if found else "(none)"
+
+
+def meaning(option: dict[str, object]) -> str:
+    items = option.get("description")
+    return " ".join(str(item) for item in (items if isinstance(items, list) else [items])
+                    if item is not None and not str(item).startswith("Allowed:"))
+
+
 def tables() -> str:
     roles = sorted((ROOT / "roles").iterdir(), key=lambda p: (ORDER.index(p.name) if p.name in ORDER else 99, p.name))
     parts = []
     for role in roles:
         spec = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]
         parts.append(f"#### `{role.name}`: {spec['short_description']}\n")
-        parts.append("| variable | type | default | meaning |\n| --- | --- | --- | --- |")
+        parts.append("| variable | type | default | allowed | meaning |\n| --- | --- | --- | --- | --- |")
         for name, option in spec["options"].items():
             kind = option.get("type", "str")
-            if "choices" in option:
-                kind += " (" + ", ".join(str(c) for c in option["choices"]) + ")"
-            parts.append(f"| `{name}` | {cell(kind)} | {cell(default(option))} | {cell(option['description'])} |")
+            if kind == "list" and "elements" in option:
+                kind += f" of {option['elements']}"
+            parts.append(f"| `{name}` | {cell(kind)} | {cell(default(option))} | {cell(allowed(option))} "
+                         f"| {cell(meaning(option))} |")
         parts.append("")
     return "\n".join(parts).rstrip() + "\n"
 

@@ -32,10 +32,19 @@ ports_free() {  # the scheduler and dashboard ports can be bound again
 for port in (8786, 8787):
     s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", port)); s.close()' 2>/dev/null
 }
+# Each cluster process runs in a session of its own (setsid), so stopping it ends its nannies and their worker
+# processes too (after the UCX configuration a surviving worker kept the scheduler port bound).
 stop_cluster() {
-  kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null; pids=()
+  local pid alive
+  for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null; done
+  for _ in $(seq 60); do
+    alive=0; for pid in "${pids[@]}"; do kill -0 -- "-$pid" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break; sleep 0.5
+  done
+  for pid in "${pids[@]}"; do kill -KILL -- "-$pid" 2>/dev/null; done
+  pids=()
   for _ in $(seq 60); do ports_free && return 0; sleep 0.5; done
-  pkill -9 -f 'dask (scheduler|cuda worker)|distributed.cli' 2>/dev/null; sleep 2
+  echo "ports 8786/8787 are still bound after the cluster stopped" >&2; return 1
 }
 trap stop_cluster EXIT
 
@@ -62,17 +71,17 @@ for config in $configs; do
     bundle-*)
       ansible-playbook -i tests/gpu/inventory.yml playbooks/render-commands.yml -e "render_dir=$dir" \
         -e "$(extra_for "$config")" >"$dir/render.log" 2>&1 || { tail -30 "$dir/render.log"; status=1; continue; }
-      for f in "$dir"/gpu-box-{scheduler,worker}.sh; do sed -n '4p' "$f"; done | tee "$dir/commands.txt"
-      sh "$dir/gpu-box-scheduler.sh" >"$dir/scheduler.log" 2>&1 & pids+=($!)
+      for f in "$dir"/gpu-box-dask-{scheduler,worker}.sh; do sed -n '4p' "$f"; done | tee "$dir/commands.txt"
+      setsid sh "$dir/gpu-box-dask-scheduler.sh" >"$dir/scheduler.log" 2>&1 & pids+=($!)
       wait_health || { status=1; stop_cluster; continue; }
       started=$(date +%s.%N)
-      sh "$dir/gpu-box-worker.sh" >"$dir/worker.log" 2>&1 & pids+=($!)
-      want=$(sed -n 's/.*--expect-workers \([0-9]*\).*/\1/p' "$dir/gpu-box-verify.sh")
+      setsid sh "$dir/gpu-box-dask-worker.sh" >"$dir/worker.log" 2>&1 & pids+=($!)
+      want=$(python3 tests/gpu/spec_value.py "$dir/gpu-box-dask-verify.json" arg --expect-workers)
       ready=$(python3 tests/gpu/wait_workers.py "$want" "$started" | tee "$dir/registration.txt" | awk '{print $4}')
-      sh "$dir/gpu-box-verify.sh" > "$dir/verify.txt" 2>&1 || { echo "verification FAILED ($config)"; status=1; }
+      sh "$dir/gpu-box-dask-verify.sh" > "$dir/verify.txt" 2>&1 || { echo "verification FAILED ($config)"; status=1; }
       tail -4 "$dir/verify.txt"
-      eval "$(sed -n 's/^exec env \(.*\) dask-gpu-verify.*/export \1/p' "$dir/gpu-box-verify.sh")"
-      address=$(sed -n "s/.*--scheduler '\{0,1\}\([a-z]*:\/\/[0-9.:]*\).*/\1/p" "$dir/gpu-box-verify.sh")
+      eval "$(python3 tests/gpu/spec_value.py "$dir/gpu-box-dask-verify.json" exports)"
+      address=$(python3 tests/gpu/spec_value.py "$dir/gpu-box-dask-verify.json" arg --scheduler)
       ;;
     bare-tcp*)
       unset DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION DASK_DISTRIBUTED__COMM__TLS__CA_FILE \
@@ -80,10 +89,10 @@ for config in $configs; do
       [ "$config" = bare-tcp-1gpu ] && export CUDA_VISIBLE_DEVICES=0 || unset CUDA_VISIBLE_DEVICES
       want=$([ "$config" = bare-tcp-1gpu ] && echo 1 || nvidia-smi -L | wc -l)
       echo "dask scheduler --host 127.0.0.1 --dashboard-address 127.0.0.1:8787; dask cuda worker tcp://127.0.0.1:8786" | tee "$dir/commands.txt"
-      dask scheduler --host 127.0.0.1 --port 8786 --dashboard-address 127.0.0.1:8787 >"$dir/scheduler.log" 2>&1 & pids+=($!)
+      setsid dask scheduler --host 127.0.0.1 --port 8786 --dashboard-address 127.0.0.1:8787 >"$dir/scheduler.log" 2>&1 & pids+=($!)
       wait_health || { status=1; stop_cluster; continue; }
       started=$(date +%s.%N)
-      dask cuda worker tcp://127.0.0.1:8786 >"$dir/worker.log" 2>&1 & pids+=($!)
+      setsid dask cuda worker tcp://127.0.0.1:8786 >"$dir/worker.log" 2>&1 & pids+=($!)
       unset CUDA_VISIBLE_DEVICES
       ready=$(python3 tests/gpu/wait_workers.py "$want" "$started" | tee "$dir/registration.txt" | awk '{print $4}')
       address=tcp://127.0.0.1:8786

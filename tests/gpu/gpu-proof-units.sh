@@ -21,7 +21,7 @@ nvidia-smi topo -m > "$out/topo.txt" 2>&1 || true
 ansible-playbook -i tests/gpu/inventory.yml playbooks/render-commands.yml -e "render_dir=$out/rendered" \
   -e "${RENDER_EXTRA:-{\}}" \
   >"$out/render.log" 2>&1 || { tail -40 "$out/render.log"; exit 1; }
-for f in "$out"/rendered/*.sh; do echo "== $f"; sed -n '4p' "$f"; done | tee "$out/commands.txt"
+for f in "$out"/rendered/*-dask-*.sh; do echo "== $f"; sed -n '4p' "$f"; done | tee "$out/commands.txt"
 
 install -d -m 0750 /etc/dask/tls /var/lib/dask /var/lib/dask-reports
 install -m 0644 "$certs/ca.crt" /etc/dask/tls/ca.crt
@@ -29,19 +29,19 @@ install -m 0644 "$certs/gpu-box.crt" /etc/dask/tls/host.crt
 install -m 0600 "$certs/gpu-box.key" /etc/dask/tls/host.key
 
 pids=(); cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }; trap cleanup EXIT
-sh "$out/rendered/gpu-box-scheduler.sh" >"$out/scheduler.log" 2>&1 & pids+=($!)
+sh "$out/rendered/gpu-box-dask-scheduler.sh" >"$out/scheduler.log" 2>&1 & pids+=($!)
 for _ in $(seq 60); do python3 -c 'import urllib.request as u; u.urlopen("http://127.0.0.1:8787/health", timeout=1)' 2>/dev/null && break; sleep 0.5; done
 started=$(date +%s.%N)
-sh "$out/rendered/gpu-box-worker.sh" >"$out/worker.log" 2>&1 & pids+=($!)
-gpus=$(sed -n 's/.*--expect-workers \([0-9]*\).*/\1/p' "$out/rendered/gpu-box-verify.sh")
+sh "$out/rendered/gpu-box-dask-worker.sh" >"$out/worker.log" 2>&1 & pids+=($!)
+gpus=$(python3 tests/gpu/spec_value.py "$out/rendered/gpu-box-dask-verify.json" arg --expect-workers)
 python3 tests/gpu/wait_workers.py "$gpus" "$started" | tee "$out/registration.txt"
 status=0
-sh "$out/rendered/gpu-box-verify.sh" "$@" | tee "$out/verify.txt" || status=$?
+sh "$out/rendered/gpu-box-dask-verify.sh" "$@" | tee "$out/verify.txt" || status=$?
 if [ -f /var/lib/dask-reports/verify-latest.json ]; then cp /var/lib/dask-reports/verify-latest.json "$out/verify.json"
 elif [ "$status" = 0 ]; then echo "verification passed but wrote no report" >&2; status=1; fi
 if [ "${BENCH:-0}" = 1 ] && [ "$status" = 0 ]; then
   # dask-cuda's own benchmark through the same TLS cluster (never with EXPECTED_NUM_WORKERS).
-  eval "$(sed -n 's/^exec env \(.*\) dask-gpu-verify.*/export \1/p' "$out/rendered/gpu-box-verify.sh")"
+  eval "$(python3 tests/gpu/spec_value.py "$out/rendered/gpu-box-dask-verify.json" exports)"
   for op in "transpose_sum -s 40000 -c 10000" "dot -s 20000 -c 5000"; do
     # shellcheck disable=SC2086
     python3 -m dask_cuda.benchmarks.local_cupy --scheduler-address tls://127.0.0.1:8786 -o $op --runs 3 \

@@ -72,7 +72,7 @@ def test_key_files_are_0600_and_owned_by_the_container_user(host, path: str) -> 
 
 
 def test_env_files_are_0600(host) -> None:
-    env = host.file(f"/etc/dask/{role(host)}.env")
+    env = host.file(f"/etc/dask/{unit(host)}.env")
     assert env.exists and env.mode == 0o600 and env.user == "root"
 
 
@@ -88,7 +88,7 @@ def test_pre_existing_daemon_json_key_is_kept(host) -> None:
 
 
 def test_tls_is_required_by_the_cluster(host) -> None:
-    env = host.file(f"/etc/dask/{role(host)}.env").content_string
+    env = host.file(f"/etc/dask/{unit(host)}.env").content_string
     assert "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION=True" in env
     unit_text = host.file(f"/etc/systemd/system/{unit(host)}.service").content_string
     assert "tls://" in unit_text or "--protocol\" \"tls\"" in unit_text

@@ -76,3 +76,29 @@ def cluster(tmp_path: Path) -> Iterator[LocalDask]:
 def run_verify(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "dask_gpu_verify", *args], capture_output=True, text=True,
                           timeout=240, env=env)
+
+
+class FakeClient:
+    """Stands in for distributed.Client where a test needs only what the scheduler reports and what
+    `client.run` returns: workers by address ({"host", "name"}), their hostnames and their GPU probes."""
+
+    def __init__(self, workers: dict[str, dict[str, str]], hostnames: dict[str, str],
+                 gpus: dict[str, dict[str, object]] | None = None) -> None:
+        self.workers, self.hostnames, self.gpus = workers, hostnames, gpus or {}
+        self.asked: list[list[str]] = []
+
+    def scheduler_info(self, n_workers: int = -1) -> dict[str, object]:
+        return {"workers": dict(self.workers)}
+
+    def run(self, function: object, workers: list[str] | None = None, on_error: str = "raise") -> dict[str, object]:
+        import socket
+
+        from dask_gpu_verify import probes
+
+        targets = list(self.workers) if workers is None else workers
+        if function is socket.gethostname:
+            self.asked.append(targets)
+            return {a: self.hostnames[a] for a in targets if a in self.hostnames}
+        if function is probes.gpu_info:
+            return {a: self.gpus.get(a, {"error": "cupy is not importable: test"}) for a in targets}
+        raise AssertionError(f"unexpected client.run({function!r})")

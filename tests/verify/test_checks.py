@@ -40,6 +40,14 @@ def test_client_mismatch_is_reported() -> None:
     assert finding.host == "client" and "python is 3.12.3 on the client" in finding.message
 
 
+def test_client_python_patch_level_difference_passes() -> None:
+    workers = {address: dict(BASE) for address in HOSTS}
+    assert checks.version_mismatches({**BASE, "python": "3.11.7"}, dict(BASE), workers, HOSTS) == []
+    (finding,) = checks.version_mismatches(dict(BASE), dict(BASE), {**workers, "tcp://10.0.0.3:4000":
+                                                                    {**BASE, "python": "3.11.7"}}, HOSTS)
+    assert finding.host == "gpu-b" and "python is 3.11.7 here" in finding.message  # servers: exact
+
+
 def _gpu(uuid: str, cvd: str | None, count: int = 2) -> dict[str, object]:
     return {"uuid": uuid, "cuda_visible_devices": cvd, "device_count": count, "hostname": "h"}
 

@@ -1,11 +1,13 @@
 """dask-gpu-bench: what a deployed cluster delivers, held against raw-GPU baselines measured in the same run.
 
-    dask-gpu-bench --scheduler tls://10.0.0.1:8786 --expect-workers 2 --out reports/bench
+    dask-gpu-bench --scheduler tls://10.0.0.1:8786 --expect-workers 2 --expect-host gpu-a=2 --out reports/bench
 
 Per worker: device-to-device copy and fp64 sum (GB/s), fp64 and fp32 matmul (TFLOP/s), run inside the worker
 process. Through the scheduler: two workloads on one worker and on all of them (transpose_sum moves blocks
 between workers, gram does not), dask-cuda's own local_cupy benchmark (GPU clusters), and the scheduler's
 no-op task rate and round-trip latency. Writes PREFIX.json, PREFIX.md and PREFIX.html (a bar chart).
+Exit status: 0 benchmarked, 1 the expected workers (in all, or on a host) did not register in time or there is
+nothing to benchmark (no GPU worker and no --allow-cpu), 2 the scheduler could not be reached; no report then.
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dask_gpu_verify import bench_report, cli, probes, workload
+from dask_gpu_verify import bench_report, checks, probes, session, workload
+from dask_gpu_verify.session import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
 
 # Sizes per backend: the GPU ones give each task tens of ms and one GPU seconds of work (facts.md).
 SIZES: dict[str, dict[str, Any]] = {
@@ -37,9 +40,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", default=os.environ.get("DASK_SCHEDULER_ADDRESS"),
                    help="scheduler address, e.g. tls://10.0.0.1:8786 (default: $DASK_SCHEDULER_ADDRESS)")
     p.add_argument("--scheduler-file", type=Path, help=argparse.SUPPRESS)
-    p.add_argument("--expect-workers", type=int, default=1, help="workers to wait for (default 1)")
+    p.add_argument("--expect-workers", type=int, default=1,
+                   help="workers that must register, else no benchmark and exit 1 (default 1)")
+    p.add_argument("--expect-host", type=session.parse_host_count, action="append", default=[], metavar="HOST=COUNT",
+                   help="workers that must register on one host (hostname, IP or worker name); repeat per host")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the workers (default 120)")
-    p.add_argument("--allow-cpu", action="store_true", help="benchmark CPU workers with NumPy when no GPU is found")
+    p.add_argument("--allow-cpu", action="store_true",
+                   help="without it every worker must have a usable GPU; with it, the GPU workers are benchmarked "
+                   "(the report names those left out), or every worker with NumPy when none has a GPU")
     p.add_argument("--runs", type=int, default=3, help="timed runs per workload, after one warm-up (default 3)")
     p.add_argument("--label", default="", help="what this configuration is (shown in the report)")
     p.add_argument("--ready-seconds", type=float, default=None, help="time to ready of the last deploy, to report")
@@ -168,29 +176,52 @@ def overhead(client: Any, tasks: int = 5000, trips: int = 100) -> dict[str, floa
     return {"tasks": tasks, "tasks_per_s": rate, "round_trip_ms": statistics.median(latencies) * 1e3}
 
 
-def run(client: Any, args: argparse.Namespace) -> dict[str, Any]:
-    wait = argparse.Namespace(timeout=args.timeout, expect_host=[], expect_workers=args.expect_workers)
-    workers = cli.wait_for_workers(client, wait)
+class NotBenchmarked(Exception):
+    """The cluster is not the one expected, or has nothing to benchmark: the message says what is missing."""
+
+
+def prepare(client: Any, args: argparse.Namespace) -> tuple[session.Registered, dict[str, Any], session.Backend]:
+    """Wait for every expected worker, then pick the backend; refuse to benchmark fewer workers than expected."""
+    expected = session.Expected(args.expect_workers, dict(args.expect_host))
+    registered = session.wait_for_workers(client, expected, args.timeout)
+    if not registered.complete:
+        lines = [finding.line() for finding in registered.missing]
+        raise NotBenchmarked(f"expected {expected.describe()}; after {registered.seconds:.0f} s "
+                             f"{len(registered.workers)} registered, so nothing was benchmarked:\n" + "\n".join(lines))
     gpus: dict[str, dict[str, Any]] = client.run(probes.gpu_info)
-    gpu_workers = sorted(a for a, info in gpus.items() if "uuid" in info)
-    if gpu_workers:
-        backend, targets = "cupy", gpu_workers
-    elif args.allow_cpu:
-        backend, targets = "numpy", sorted(workers)
-    else:
-        raise SystemExit(f"no GPU worker among {len(workers)} workers (use --allow-cpu to benchmark CPU workers)")
+    backend = session.pick_backend(gpus, registered.workers, args.allow_cpu)
+    if backend is None:
+        raise NotBenchmarked(f"no GPU worker among {len(registered.workers)} workers "
+                             "(use --allow-cpu to benchmark CPU workers)")
+    if not args.allow_cpu and backend.left_out:  # every worker must have its GPU, as dask-gpu-verify requires
+        hosts = {a: registered.host_of(a) for a in backend.left_out}
+        lacking = {a: gpus.get(a, {}) for a in backend.left_out}
+        lines = [finding.line() for finding in checks.missing_gpus(lacking, hosts, gpu_required=True)]
+        raise NotBenchmarked(f"{len(backend.left_out)} of {len(registered.workers)} workers have no usable GPU "
+                             "(use --allow-cpu to benchmark only the GPU workers):\n" + "\n".join(lines))
+    return registered, gpus, backend
+
+
+def run(client: Any, args: argparse.Namespace) -> dict[str, Any]:
+    registered, gpus, chosen = prepare(client, args)
+    backend, targets, workers = chosen.name, chosen.targets, registered.workers
+    scheduler = args.scheduler or client.scheduler.address
     report: dict[str, Any] = {
-        "label": args.label, "scheduler": args.scheduler, "backend": backend,
+        "label": args.label, "scheduler": scheduler, "backend": backend,
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "workers": {a: {"name": workers[a].get("name"), "host": workers[a].get("host"), "gpu": gpus.get(a, {})}
                     for a in targets},
+        "expected": {"workers": args.expect_workers, "per_host": dict(args.expect_host),
+                     "registered": len(workers), "wait_seconds": registered.seconds},
+        "left_out": {a: {"name": workers[a].get("name"), "host": workers[a].get("host"), "reason": reason}
+                     for a, reason in chosen.left_out.items()},
         "versions": probes.versions(), "ready_seconds": args.ready_seconds,
     }
     report["baselines"] = baselines(client, targets, backend)
     report["scaling"] = scaling(client, targets, backend, args.runs)
     if backend == "cupy" and not args.no_local_cupy:
         with tempfile.TemporaryDirectory() as folder:
-            report["local_cupy"] = local_cupy(client, args.scheduler, args.runs, Path(folder))
+            report["local_cupy"] = local_cupy(client, scheduler, args.runs, Path(folder))
     else:
         report["local_cupy"] = []
     report["overhead"] = overhead(client, SIZES[backend]["noop_tasks"])
@@ -200,19 +231,23 @@ def run(client: Any, args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        client = cli.connect(args)
+        client = session.connect(args.scheduler, args.scheduler_file, args.timeout)
     except (OSError, ValueError) as error:
-        print(f"cannot reach the scheduler {args.scheduler}: {error}", file=sys.stderr)
-        return cli.EXIT_UNREACHABLE
+        print(f"cannot reach the scheduler {args.scheduler or args.scheduler_file}: {error}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     with client:
-        report = run(client, args)
+        try:
+            report = run(client, args)
+        except NotBenchmarked as error:
+            print(f"dask-gpu-bench: FAILED: {error}", file=sys.stderr)
+            return EXIT_FAILED
     args.out.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{args.out}.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     markdown = bench_report.markdown(report)
     Path(f"{args.out}.md").write_text(markdown)
     Path(f"{args.out}.html").write_text(bench_report.html(report, markdown))
     print(markdown)
-    return cli.EXIT_OK
+    return EXIT_OK
 
 
 if __name__ == "__main__":

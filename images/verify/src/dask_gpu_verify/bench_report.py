@@ -37,6 +37,14 @@ def markdown(report: dict[str, Any]) -> str:
              f"Scheduler `{report['scheduler']}`, {len(report['workers'])} workers, backend {report['backend']}, "
              f"{report['when']}. dask {v.get('dask')}, distributed {v.get('distributed')}, "
              f"dask-cuda {v.get('dask-cuda')}, {v.get('cupy') or 'no CuPy'}.", ""]
+    expected = report.get("expected")
+    if expected:
+        hosts = ", ".join(f"{host} {count}" for host, count in sorted(expected["per_host"].items()))
+        lines += [f"Workers: {expected['registered']} registered, {expected['workers']} expected"
+                  f"{' (per host: ' + hosts + ')' if hosts else ''}; {len(report['workers'])} benchmarked.", ""]
+    for address, info in sorted(report.get("left_out", {}).items()):
+        lines += [f"**Not benchmarked**: worker {info.get('name') or address} on {info.get('host')}: {info['reason']}.",
+                  ""]
     if report.get("ready_seconds") is not None:
         lines += [f"Time to ready after the last deploy: {report['ready_seconds']:.1f} s.", ""]
     lines += ["## Per device: raw baselines inside each worker process, against the data sheet", "",

@@ -14,18 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import checks, probes, workload
+from . import checks, probes, session, workload
 from .findings import Finding
 from .report import Report
-
-EXIT_OK, EXIT_FAILED, EXIT_UNREACHABLE = 0, 1, 2
-
-
-def parse_host_count(text: str) -> tuple[str, int]:
-    host, sep, count = text.rpartition("=")
-    if not sep or not host or not count.isdigit():
-        raise argparse.ArgumentTypeError(f"expected HOST=COUNT, got {text!r}")
-    return host, int(count)
+from .session import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
 
 
 def parser() -> argparse.ArgumentParser:
@@ -38,8 +30,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--expect-workers", type=int, default=1, help="Dask workers that must register (default 1)")
     p.add_argument("--expect-gpus", type=int, default=None,
                    help="GPU workers required (default: all expected workers, or 0 with --allow-cpu)")
-    p.add_argument("--expect-host", type=parse_host_count, action="append", default=[], metavar="HOST=COUNT",
-                   help="workers expected on one host (hostname or IP); repeat per host")
+    p.add_argument("--expect-host", type=session.parse_host_count, action="append", default=[], metavar="HOST=COUNT",
+                   help="workers expected on one host (hostname, IP or worker name); repeat per host")
     p.add_argument("--allow-cpu", action="store_true",
                    help="GPUs are not required: without them the workload runs with NumPy, and the report says so")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for workers (default 120)")
@@ -52,48 +44,25 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def connect(args: argparse.Namespace) -> Any:
-    from distributed import Client
-
-    if args.scheduler_file is not None:
-        return Client(scheduler_file=str(args.scheduler_file), timeout=args.timeout)
-    if not args.scheduler:
-        raise ValueError("no scheduler: give --scheduler, --scheduler-file or DASK_SCHEDULER_ADDRESS")
-    return Client(args.scheduler, timeout=args.timeout)
-
-
-def registered_workers(client: Any) -> dict[str, dict[str, Any]]:
-    info = client.scheduler_info(n_workers=-1)
-    return {address: {"host": worker.get("host"), "name": worker.get("name")}
-            for address, worker in info["workers"].items()}
-
-
-def wait_for_workers(client: Any, args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    deadline = time.monotonic() + args.timeout
-    needed = dict(args.expect_host)
-    while True:
-        workers = registered_workers(client)
-        short = checks.worker_counts(workers, args.expect_workers, needed)
-        if not short or time.monotonic() > deadline:
-            return workers
-        time.sleep(0.5)
+def expected(args: argparse.Namespace) -> session.Expected:
+    return session.Expected(args.expect_workers, dict(args.expect_host))
 
 
 def verify(client: Any, args: argparse.Namespace, report: Report) -> None:
-    started = time.monotonic()
-    workers = wait_for_workers(client, args)
-    report.timings["wait_for_workers_s"] = time.monotonic() - started
+    registered = session.wait_for_workers(client, expected(args), args.timeout)
+    report.timings["wait_for_workers_s"] = registered.seconds
+    workers = registered.workers
+    report.findings += registered.missing
     if not workers:
         report.findings.append(Finding("workers", f"no worker registered within {args.timeout:g} s"))
         return
 
     gpus: dict[str, dict[str, Any]] = client.run(probes.gpu_info)
     for address, info in workers.items():
-        info["hostname"] = gpus.get(address, {}).get("hostname", info["host"])
+        info["hostname"] = gpus.get(address, {}).get("hostname") or registered.host_of(address)
         info["gpu"] = gpus.get(address, {})
     hosts = {address: info["hostname"] for address, info in workers.items()}
     report.workers = workers
-    report.findings += checks.worker_counts(workers, args.expect_workers, dict(args.expect_host))
 
     client_versions = probes.versions()
     scheduler_versions = client.run_on_scheduler(probes.versions)
@@ -108,14 +77,12 @@ def verify(client: Any, args: argparse.Namespace, report: Report) -> None:
     if len(gpu_workers) < expect_gpus:
         report.findings.append(Finding("gpu", f"{len(gpu_workers)} GPU workers found, {expect_gpus} expected"))
 
-    if gpu_workers:
-        report.backend, targets = "cupy", gpu_workers
-    elif args.allow_cpu:
-        report.backend, targets = "numpy", sorted(workers)
-    else:
+    backend = session.pick_backend(gpus, workers, args.allow_cpu)
+    if backend is None:
         return
-    run_bandwidth(client, args, report, targets)
-    run_workload(client, args, report, targets)
+    report.backend = backend.name
+    run_bandwidth(client, args, report, backend.targets)
+    run_workload(client, args, report, backend.targets)
 
 
 def run_bandwidth(client: Any, args: argparse.Namespace, report: Report, targets: list[str]) -> None:
@@ -155,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     report = Report(scheduler=str(args.scheduler or args.scheduler_file), gpu_required=not args.allow_cpu)
     try:
-        client = connect(args)
+        client = session.connect(args.scheduler, args.scheduler_file, args.timeout)
     except (OSError, ValueError) as error:
         print(f"cannot reach the scheduler {report.scheduler}: {error}", file=sys.stderr)
         report.findings.append(Finding("connect", str(error)))

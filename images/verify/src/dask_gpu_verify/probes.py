@@ -12,8 +12,9 @@ import socket
 import time
 from typing import Any
 
-# The packages whose versions must agree across client, scheduler and workers.
-VERSIONED_PACKAGES = ("dask", "distributed", "dask-cuda", "numpy")
+# The packages whose versions must agree across client, scheduler and workers (docs/client.md): Dask itself,
+# the wire format and pickling distributed relies on (msgpack, cloudpickle, tornado, toolz), and NumPy.
+VERSIONED_PACKAGES = ("dask", "distributed", "dask-cuda", "numpy", "msgpack", "cloudpickle", "tornado", "toolz")
 
 
 def _cupy_distribution() -> str | None:

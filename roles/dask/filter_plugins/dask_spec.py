@@ -1,0 +1,223 @@
+"""One spec builder for every Dask container: scheduler, workers and the clients (verification, benchmark).
+
+A spec is a plain dict: name, description, image, argv, env, the container's user, network, capabilities,
+volumes, limits and GPU request. From a spec the same module renders `docker run` flags (the systemd units),
+community.docker.docker_container arguments (the client containers) and compose service commands
+(scripts/compose-gen.py), so a command line is written in one place. Inputs are the public facts of the
+cluster model (dask_model.py): dask_cluster, dask_host and dask_settings.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+HOST_TLS = "{config}/tls"
+GPU_ULIMITS = {"memlock": "-1", "stack": "67108864"}
+
+
+def _tls_dir(cluster: dict[str, Any]) -> str:
+    return str(cluster["paths"]["container"]["tls"])
+
+
+def tls_files(cluster: dict[str, Any]) -> dict[str, str]:
+    tls = _tls_dir(cluster)
+    return {"ca": f"{tls}/ca.crt", "cert": f"{tls}/host.crt", "key": f"{tls}/host.key"}
+
+
+def client_env(cluster: dict[str, Any]) -> dict[str, str]:
+    """What a client needs in its environment to reach the cluster (TLS from the host's own material)."""
+    env = {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(bool(cluster["tls"]))}
+    if cluster["tls"]:
+        files = tls_files(cluster)
+        env.update({"DASK_DISTRIBUTED__COMM__TLS__CA_FILE": files["ca"],
+                    "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT": files["cert"],
+                    "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY": files["key"]})
+    return env
+
+
+def _base(cluster: dict[str, Any], name: str, description: str, image: str) -> dict[str, Any]:
+    volumes = ([HOST_TLS.format(config=cluster["paths"]["config"]) + ":" + _tls_dir(cluster) + ":ro"]
+               if cluster["tls"] else [])
+    return {"name": name, "description": description, "image": image, "argv": [], "env": {},
+            "network": "host", "user": f"{cluster['uid']}:{cluster['gid']}", "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"], "read_only": False, "tmpfs": [], "shm_size": "",
+            "ulimits": {}, "volumes": volumes, "gpus": "", "gpu_request": "", "stop_timeout": 10,
+            "after": [], "wants": []}
+
+
+def scheduler_argv(bind: str, port: int, dashboard: str, protocol: str, tls: dict[str, str] | None,
+                   extra: list[str]) -> list[str]:
+    """`dask scheduler`: bound to one address, the dashboard where asked, TLS files when given."""
+    argv = ["dask", "scheduler", "--host", bind, "--port", str(port), "--dashboard-address", dashboard]
+    if tls:
+        argv += ["--protocol", "tls", "--tls-ca-file", tls["ca"], "--tls-cert", tls["cert"], "--tls-key", tls["key"]]
+    else:
+        argv += ["--protocol", protocol]
+    return argv + list(extra)
+
+
+def scheduler_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    spec = _base(cluster, "dask-scheduler", f"Dask scheduler for cluster {cluster['name']}",
+                 cluster["images"]["scheduler"])
+    bind = str(cluster["dashboard_bind"])
+    health = "127.0.0.1" if bind in ("0.0.0.0", "127.0.0.1", "") else bind
+    spec.update(
+        argv=scheduler_argv(host["bind_address"], cluster["scheduler_port"], f"{bind}:{cluster['dashboard_port']}",
+                            cluster["protocol"], tls_files(cluster) if cluster["tls"] else None,
+                            settings.get("dask_scheduler_extra_args") or []),
+        # The root filesystem is read-only: CuPy, imported when graphs are unpickled, caches in /tmp.
+        env={"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(bool(cluster["tls"])), "CUPY_CACHE_DIR": "/tmp/cupy",
+             "DASK_HEALTH_URL": f"http://{health}:{cluster['dashboard_port']}/health"},
+        read_only=True, tmpfs=["/tmp"], stop_timeout=int(settings["dask_scheduler_stop_timeout"]))
+    return spec
+
+
+def worker_argv(gpu: bool, scheduler: str, *, host: str | None, name: str | None, nthreads: int | None,
+                memory_limit: str | None, local_dir: str, death_timeout: int, http_port: int,
+                port_range: str = "", tls: dict[str, str] | None = None, device_memory_limit: str | None = None,
+                rmm_pool_size: str = "", rmm_for_cupy: bool = False, extra: list[str] | None = None) -> list[str]:
+    """`dask cuda worker` (one Dask worker per GPU) or a one-process `dask worker`; None leaves an option out."""
+    argv = [scheduler]
+    for flag, value in (("--host", host), ("--name", name), ("--nthreads", nthreads),
+                        ("--memory-limit", memory_limit)):
+        if value is not None:
+            argv += [flag, str(value)]
+    argv += ["--local-directory", local_dir, "--death-timeout", str(death_timeout),
+             "--dashboard-address", f"127.0.0.1:{http_port}"]
+    if port_range:
+        argv += ["--worker-port", port_range]
+    if tls:
+        argv += ["--tls-ca-file", tls["ca"], "--tls-cert", tls["cert"], "--tls-key", tls["key"]]
+    if gpu:
+        if device_memory_limit is not None:
+            argv += ["--device-memory-limit", str(device_memory_limit)]
+        argv += ["--resources", "GPU=1"]
+        if rmm_pool_size:
+            argv += ["--rmm-pool-size", str(rmm_pool_size)]
+        if rmm_for_cupy:
+            argv += ["--set-rmm-allocator-for-libs", "cupy"]
+        argv = ["dask", "cuda", "worker"] + argv
+    else:
+        argv = ["dask", "worker"] + argv + ["--nworkers", "1"]
+    return argv + list(extra or [])
+
+
+def worker_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    gpu = host["worker_mode"] == "gpu"
+    spec = _base(cluster, "dask-worker", "Dask {}workers ({}) for cluster {}".format(
+        "CUDA " if gpu else "", host["worker_count"], cluster["name"]), cluster["images"]["worker"])
+    local = cluster["paths"]["container"]["local"]
+    http_port = int(settings["dask_worker_http_port"])
+    spec["argv"] = worker_argv(
+        gpu, cluster["scheduler_address"], host=host["bind_address"], name=host["name"],
+        nthreads=host["worker_nthreads"], memory_limit=str(settings["dask_worker_memory_limit"]), local_dir=local,
+        death_timeout=int(settings["dask_worker_death_timeout"]), http_port=http_port,
+        port_range=str(settings.get("dask_worker_port_range") or ""),
+        tls=tls_files(cluster) if cluster["tls"] else None,
+        device_memory_limit=str(settings["dask_worker_device_memory_limit"]),
+        rmm_pool_size=str(settings.get("dask_worker_rmm_pool_size") or ""),
+        rmm_for_cupy=bool(settings.get("dask_worker_rmm_for_cupy")), extra=settings.get("dask_worker_extra_args"))
+    env = {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(bool(cluster["tls"])),
+           "DASK_HEALTH_URL": f"http://127.0.0.1:{http_port}/health"}
+    if settings.get("dask_worker_gpus"):
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(gpu_id) for gpu_id in settings["dask_worker_gpus"])
+    spec.update(env=env, shm_size="1g", stop_timeout=int(settings["dask_worker_stop_timeout"]))
+    spec["volumes"] = [f"{cluster['paths']['data']}/worker:{local}"] + spec["volumes"]
+    if gpu:
+        spec.update(gpus="all", gpu_request=settings["dask_worker_gpu_request"], ulimits=dict(GPU_ULIMITS),
+                    after=["nvidia-persistenced.service"], wants=["nvidia-persistenced.service"])
+    return spec
+
+
+def verify_argv(scheduler: str, expect_workers: int | str, json_path: str, *, allow_cpu: bool,
+                timeout: int | None = None, expect_gpus: int | None = None,
+                hosts: dict[str, int] | None = None) -> list[str]:
+    """dask-gpu-verify: the workers (in all and per host) and GPUs it must find, and where its report goes."""
+    argv = ["dask-gpu-verify", "--scheduler", scheduler, "--expect-workers", str(expect_workers)]
+    if timeout is not None:
+        argv += ["--timeout", str(timeout)]
+    if expect_gpus is not None:
+        argv += ["--expect-gpus", str(expect_gpus)]
+    argv += ["--json", json_path] + (["--allow-cpu"] if allow_cpu else [])
+    return argv + [f"--expect-host={host}={count}" for host, count in (hosts or {}).items()]
+
+
+def client_argv(kind: str, cluster: dict[str, Any], settings: dict[str, Any], out: str,
+                ready_seconds: int | None = None) -> list[str]:
+    """dask-gpu-verify or dask-gpu-bench against the cluster, expecting the inventory's workers on each host."""
+    reports = cluster["paths"]["container"]["reports"]
+    timeout = int(settings["dask_verify_timeout"])
+    allow_cpu = bool(cluster["cpu_hosts"])
+    if kind == "verify":
+        return verify_argv(cluster["scheduler_address"], cluster["expected_workers"], f"{reports}/{out}",
+                           allow_cpu=allow_cpu, timeout=timeout, expect_gpus=cluster["expected_gpus"],
+                           hosts=cluster["workers_per_host"])
+    if kind == "bench":
+        ready = ["--ready-seconds", str(ready_seconds)] if ready_seconds is not None else []
+        return (["dask-gpu-bench", "--scheduler", cluster["scheduler_address"],
+                 "--expect-workers", str(cluster["expected_workers"]), "--timeout", str(timeout),
+                 "--label", cluster["name"], "--out", f"{reports}/{out}"] + (["--allow-cpu"] if allow_cpu else [])
+                + ready + [f"--expect-host={host}={count}" for host, count in cluster["workers_per_host"].items()])
+    raise ValueError(f"unknown client kind {kind!r}: verify or bench")
+
+
+def client_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[str, Any], kind: str, out: str,
+                ready_seconds: int | None = None) -> dict[str, Any]:
+    """A client container on a worker host: the worker image, the host's TLS material, a report folder, and
+    (for the benchmark on a GPU host) the host's GPUs."""
+    spec = _base(cluster, f"dask-{kind}", f"dask-gpu-{kind} for cluster {cluster['name']}",
+                 cluster["images"]["worker"])
+    spec.update(argv=client_argv(kind, cluster, settings, out, ready_seconds), env=client_env(cluster))
+    reports = f"{cluster['paths']['data']}/reports:{cluster['paths']['container']['reports']}"
+    spec["volumes"] = spec["volumes"] + [reports]
+    if kind == "bench" and host["worker_mode"] == "gpu":
+        spec.update(gpus="all", gpu_request=settings["dask_worker_gpu_request"])
+    return spec
+
+
+def docker_run_args(spec: dict[str, Any]) -> list[str]:
+    """The `docker run` flags of a spec (its name, env file, image and command are the unit's)."""
+    args = ["--network", spec["network"], "--user", spec["user"]]
+    for cap in spec["cap_drop"]:
+        args += ["--cap-drop", cap]
+    for option in spec["security_opt"]:
+        args += ["--security-opt", option]
+    if spec["read_only"]:
+        args.append("--read-only")
+    for path in spec["tmpfs"]:
+        args += ["--tmpfs", path]
+    if spec["shm_size"]:
+        args += ["--shm-size", spec["shm_size"]]
+    for volume in spec["volumes"]:
+        args += ["--volume", volume]
+    if spec["gpus"]:
+        cdi = spec["gpu_request"] != "gpus"
+        args += ["--device", f"nvidia.com/gpu={spec['gpus']}"] if cdi else ["--gpus", spec["gpus"]]
+    for name, value in spec["ulimits"].items():
+        args += ["--ulimit", f"{name}={value}"]
+    return args
+
+
+def container_args(spec: dict[str, Any]) -> dict[str, Any]:
+    """community.docker.docker_container arguments for a spec run to completion (the clients)."""
+    args: dict[str, Any] = {
+        "name": spec["name"], "image": spec["image"], "command": spec["argv"], "env": spec["env"],
+        "network_mode": spec["network"], "user": spec["user"], "cap_drop": spec["cap_drop"],
+        "security_opts": spec["security_opt"], "read_only": spec["read_only"], "volumes": spec["volumes"]}
+    if spec["tmpfs"]:
+        args["tmpfs"] = spec["tmpfs"]
+    if spec["shm_size"]:
+        args["shm_size"] = spec["shm_size"]
+    if spec["ulimits"]:
+        args["ulimits"] = [f"{name}:{value}:{value}" for name, value in spec["ulimits"].items()]
+    if spec["gpus"] and spec["gpu_request"] == "gpus":
+        args["device_requests"] = [{"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}]
+    elif spec["gpus"]:
+        args["devices"] = [f"nvidia.com/gpu={spec['gpus']}"]
+    return args
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {"dask_scheduler_spec": scheduler_spec, "dask_worker_spec": worker_spec,
+                "dask_client_spec": client_spec, "dask_docker_run_args": docker_run_args,
+                "dask_container_args": container_args, "dask_client_env": client_env}

@@ -1,0 +1,89 @@
+"""The cluster model: derived facts from settings, groups and host facts."""
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+GROUPS = {"dask_scheduler": ["s1"], "dask_cuda_workers": ["g1", "g2"], "dask_cpu_workers": ["c1"]}
+TWO_GPUS = {"count": 2, "driver_version": "580.1", "gpus": [{"index": 0}, {"index": 1}]}
+
+
+def specs() -> dict[str, dict[str, Any]]:
+    out = {}
+    for path in sorted((ROOT / "roles").glob("*/meta/argument_specs.yml")):
+        out[path.parts[-3]] = yaml.safe_load(path.read_text())["argument_specs"]["main"]["options"]
+    return out
+
+
+def settings(model: ModuleType, **values: Any) -> dict[str, Any]:
+    base = {"dask_rapids_release": "26.10", "dask_cuda_major": "12", "dask_image_profile": "lean",
+            "dask_base_image": "debian:bookworm-slim", "dask_repo_dir": "/repo", "dask_controller_dir": "/ctl"}
+    return model.resolve_settings({**base, **values}, specs())
+
+
+def test_settings_take_the_inventory_value_else_the_spec_default(model: ModuleType) -> None:
+    resolved = settings(model, dask_scheduler_port=9786)
+    assert resolved["dask_scheduler_port"] == 9786
+    assert resolved["dask_dashboard_port"] == 8787
+    assert resolved["dask_worker_nthreads"] == 0
+
+
+def test_role_defaults_equal_their_spec_defaults() -> None:
+    """The model resolves from the specs; a role's defaults/main.yml must say the same."""
+    for role, options in specs().items():
+        defaults = ROOT / "roles" / role / "defaults" / "main.yml"
+        for name, value in (yaml.safe_load(defaults.read_text()) or {}).items() if defaults.exists() else []:
+            if isinstance(value, str) and "{{" in value:
+                continue  # computed defaults (the .env lookups) have no static spec default
+            assert options[name].get("default") == value, f"{role}: {name} default {value!r} != spec"
+
+
+def test_worker_mode_count_and_threads_per_host(model: ModuleType) -> None:
+    facts = {"default_ipv4": {"address": "10.0.0.5"}, "processor_vcpus": 16}
+    gpu = model.host_model("g1", settings(model), facts, TWO_GPUS, GROUPS)
+    shape = (gpu["worker_mode"], gpu["worker_count"], gpu["worker_nthreads"], gpu["needs_toolkit"])
+    assert shape == ("gpu", 2, 1, True)
+    picked = model.host_model("g1", settings(model, dask_worker_gpus=["1"]), facts, TWO_GPUS, GROUPS)
+    assert picked["worker_count"] == 1
+    fallback = model.host_model("g2", settings(model), facts, {"count": 0}, GROUPS)
+    assert (fallback["worker_mode"], fallback["worker_count"], fallback["worker_nthreads"]) == ("cpu", 1, 16)
+    scheduler = model.host_model("s1", settings(model), facts, {"count": 0}, GROUPS)
+    assert (scheduler["scheduler"], scheduler["worker"], scheduler["worker_count"]) == (True, False, 0)
+
+
+def test_bind_address_prefers_address_then_interface_then_default_route(model: ModuleType) -> None:
+    facts = {"default_ipv4": {"address": "10.0.0.5"}, "ib0": {"ipv4": {"address": "192.168.9.5"}},
+             "en_p1": {"ipv4": {"address": "172.16.0.5"}}}
+    assert model.bind_address({}, facts) == "10.0.0.5"
+    assert model.bind_address({"dask_cluster_interface": "ib0"}, facts) == "192.168.9.5"
+    assert model.bind_address({"dask_cluster_interface": "en-p1"}, facts) == "172.16.0.5"
+    pinned = {"dask_cluster_interface": "ib0", "dask_cluster_address": "10.9.9.9"}
+    assert model.bind_address(pinned, facts) == "10.9.9.9"
+    assert model.bind_address({"dask_cluster_interface": "eth7"}, facts) == ""
+
+
+def test_cluster_counts_every_worker_and_expects_unreachable_hosts(model: ModuleType) -> None:
+    facts = {"default_ipv4": {"address": "10.0.0.5"}, "processor_vcpus": 4}
+    resolved = settings(model)
+    hosts = {name: model.host_model(name, resolved, facts, TWO_GPUS if name.startswith("g") else {"count": 0},
+                                    GROUPS) for name in ("s1", "g1", "c1")}  # g2 was unreachable
+    cluster = model.cluster_model(resolved, hosts, GROUPS, "abc123def456")
+    assert cluster["workers_per_host"] == {"g1": 2, "g2": 1, "c1": 1}
+    assert cluster["expected_workers"] == 4
+    assert cluster["expected_gpus"] == 2
+    assert cluster["gpu_hosts"] == ["g1"] and cluster["cpu_hosts"] == ["g2", "c1"]
+    assert cluster["scheduler_address"] == "tls://10.0.0.5:8786"
+    assert cluster["images"]["worker"] == "dask-gpu-worker:26.10-cuda12-lean-abc123def456"
+    registry = model.cluster_model(settings(model, dask_images_distribution="registry",
+                                            dask_images_registry="reg:5000"), hosts, GROUPS, "abc123def456")
+    assert registry["images"]["scheduler"].startswith("reg:5000/dask-gpu-scheduler:")
+
+
+def test_protocol_follows_tls_and_ucx(model: ModuleType) -> None:
+    assert model.protocol({"dask_tls_enabled": True}) == "tls"
+    assert model.protocol({"dask_tls_enabled": False}) == "tcp"
+    assert model.protocol({"dask_tls_enabled": False, "dask_ucx_enabled": True}) == "ucx"
