@@ -3,6 +3,7 @@ the recovery time in artifacts/reports/faults.jsonl. The tests run in file order
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -173,14 +174,15 @@ def test_an_interrupted_converge_then_a_full_run_converges_cleanly() -> None:
     assert proc.stdout is not None
     interrupted = False
     for line in proc.stdout:
-        if "TASK [dask_worker : Worker unit is enabled and running]" in line:
+        if "TASK [dask : Unit is enabled and running for dask-worker]" in line:
             os.killpg(proc.pid, signal.SIGKILL)
             interrupted = True
             break
     proc.wait(timeout=60)
     assert interrupted, "site.yml never reached the worker unit"
     for host in live.WORKERS:
-        assert '"--nthreads" "3"' in live.on_host(host, "cat", "/etc/systemd/system/dask-worker.service").stdout
+        unit = live.on_host(host, "cat", "/etc/systemd/system/dask-worker.service").stdout
+        assert re.search(r'"--nthreads"[\s\\]+"3"', unit), unit
     with live.connect() as client:
         assert {w["nthreads"] for w in live.workers(client).values()} == {2}  # half-finished: old processes
 
