@@ -9,13 +9,14 @@
 #   bundle-tls-rmm-1gpu  the units with an RMM pool and CuPy through RMM (the full profile's options)
 #   bundle-tls-2threads-1gpu  the units with 2 threads per worker instead of 1
 #   bundle-tcp        the units with TLS off (what TLS costs)
-#   bundle-ucx        dask_ucx_enabled (UCX, TLS off: the firewall's job on real hosts), RMM pool
+#   bundle-ucx        dask_transport ucx (UCX, TLS off: the firewall's job on real hosts), RMM pool
+#   bundle-tls-ucx    dask_transport tls-ucx (clients mutual TLS, scheduler and workers UCX), RMM pool
 #   OUT=/tmp/proof CERTS_DIR=.gpucerts CONFIGS="bundle-tls bare-tcp" tests/gpu/gpu-proof-bench.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-/tmp/gpu-proof-bench}"; mkdir -p "$out"
 certs="${CERTS_DIR:-.gpucerts}"
-configs="${CONFIGS:-bundle-tls bundle-ucx bare-tcp bundle-tls-1gpu bare-tcp-1gpu bundle-tls-rmm-1gpu}"
+configs="${CONFIGS:-bundle-tls bundle-tls-ucx bundle-ucx bare-tcp bundle-tls-1gpu bare-tcp-1gpu bundle-tls-rmm-1gpu}"
 runs="${RUNS:-3}"
 . tests/gpu/python-env.sh
 export ANSIBLE_NOCOLOR=1
@@ -58,9 +59,10 @@ extra_for() {  # the inventory variables of a bundle configuration
     bundle-tls) echo '{}' ;;
     bundle-tls-1gpu) echo '{"dask_worker_gpus": ["0"]}' ;;
     bundle-tls-2threads-1gpu) echo '{"dask_worker_gpus": ["0"], "dask_worker_nthreads": 2}' ;;
-    bundle-tcp) echo '{"dask_tls_enabled": false, "dask_tls_disabled_ack": true}' ;;
+    bundle-tcp) echo '{"dask_transport": "tcp", "dask_tls_disabled_ack": true}' ;;
     bundle-tls-rmm-1gpu) echo '{"dask_worker_gpus": ["0"], "dask_image_profile": "full", "dask_worker_rmm_pool_size": "0.5", "dask_worker_rmm_for_cupy": true}' ;;
-    bundle-ucx) echo '{"dask_ucx_enabled": true, "dask_tls_enabled": false, "dask_tls_disabled_ack": true, "dask_firewall_enabled": true, "dask_image_profile": "full", "dask_worker_rmm_pool_size": "0.5"}' ;;
+    bundle-ucx) echo '{"dask_transport": "ucx", "dask_tls_disabled_ack": true, "dask_firewall_enabled": true, "dask_image_profile": "full", "dask_worker_rmm_pool_size": "0.5"}' ;;
+    bundle-tls-ucx) echo '{"dask_transport": "tls-ucx", "dask_firewall_enabled": true, "dask_image_profile": "full", "dask_worker_rmm_pool_size": "0.5"}' ;;
   esac
 }
 
@@ -82,6 +84,12 @@ for config in $configs; do
       tail -4 "$dir/verify.txt"
       eval "$(python3 tests/gpu/spec_value.py "$dir/gpu-box-dask-verify.json" exports)"
       address=$(python3 tests/gpu/spec_value.py "$dir/gpu-box-dask-verify.json" arg --scheduler)
+      # Results of persisted CuPy arrays through the client address (the gather of issue 11); for tls-ucx also
+      # what happens without the scheduler's host_frames preload.
+      probe=(); [[ "$config" == bundle-tls-ucx* ]] && probe=(--without-preload)
+      python3 tests/gpu/gather_probe.py "$address" "${probe[@]}" > "$dir/gather.txt" 2>&1 \
+        || { echo "gather probe FAILED ($config)"; status=1; }
+      grep -E '^(PASS|FAIL|pass|fail)' "$dir/gather.txt"
       ;;
     bare-tcp*)
       unset DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION DASK_DISTRIBUTED__COMM__TLS__CA_FILE \

@@ -83,7 +83,27 @@ def test_cluster_counts_every_worker_and_expects_unreachable_hosts(model: Module
     assert registry["images"]["scheduler"].startswith("reg:5000/dask-gpu-scheduler:")
 
 
-def test_protocol_follows_tls_and_ucx(model: ModuleType) -> None:
-    assert model.protocol({"dask_tls_enabled": True}) == "tls"
-    assert model.protocol({"dask_tls_enabled": False}) == "tcp"
-    assert model.protocol({"dask_tls_enabled": False, "dask_ucx_enabled": True}) == "ucx"
+def test_transport_sets_client_and_worker_protocols(model: ModuleType) -> None:
+    assert model.transport({"dask_transport": "tls"}) == ("tls", "tls")
+    assert model.transport({"dask_transport": "tls-ucx"}) == ("tls", "ucx")
+    assert model.transport({"dask_transport": "ucx"}) == ("ucx", "ucx")
+    assert model.transport({"dask_transport": "tcp"}) == ("tcp", "tcp")
+    assert model.protocol({}) == "tls"
+
+
+def test_tls_ucx_gives_clients_tls_and_workers_the_ucx_listener(model: ModuleType) -> None:
+    hosts = {"s1": {"bind_address": "10.0.0.5"}, "g1": {"worker_mode": "gpu", "worker_count": 2}}
+    cluster = model.cluster_model(settings(model, dask_transport="tls-ucx"), hosts, GROUPS, "abc123def456")
+    assert cluster["tls"] is True and cluster["protocol"] == "ucx"
+    assert cluster["scheduler_address"] == "tls://10.0.0.5:8786"
+    assert cluster["worker_scheduler_address"] == "ucx://10.0.0.5:8788"
+    plain = model.cluster_model(settings(model), hosts, GROUPS, "abc123def456")
+    assert plain["worker_scheduler_address"] == plain["scheduler_address"] == "tls://10.0.0.5:8786"
+    assert plain["scheduler_ucx_port"] is None
+
+
+def test_multi_gpu_hosts_on_tcp_are_advised_to_use_ucx(model: ModuleType) -> None:
+    four = {"name": "g1", "worker_mode": "gpu", "worker_count": 4}
+    assert "dask_transport: tls-ucx" in model.advice(four, {"dask_transport": "tls"})[0]
+    assert model.advice(four, {"dask_transport": "tls-ucx"}) == []
+    assert model.advice({**four, "worker_count": 1}, {"dask_transport": "tls"}) == []

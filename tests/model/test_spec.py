@@ -6,6 +6,7 @@ from typing import Any
 
 CLUSTER: dict[str, Any] = {
     "name": "c", "protocol": "tls", "tls": True, "scheduler_address": "tls://10.0.0.1:8786", "scheduler_port": 8786,
+    "worker_scheduler_address": "tls://10.0.0.1:8786", "scheduler_ucx_port": None, "transport": "tls",
     "dashboard_port": 8787, "dashboard_bind": "127.0.0.1", "expected_workers": 3, "expected_gpus": 2,
     "workers_per_host": {"g1": 2, "c1": 1}, "cpu_hosts": ["c1"], "uid": 10001, "gid": 10001,
     "images": {"scheduler": "dask-gpu-scheduler:t", "worker": "dask-gpu-worker:t"},
@@ -56,7 +57,24 @@ def test_clients_expect_every_host_and_carry_tls(builder: ModuleType) -> None:
 
 
 def test_no_tls_means_no_tls_files_anywhere(builder: ModuleType) -> None:
-    plain = {**CLUSTER, "tls": False, "protocol": "tcp", "scheduler_address": "tcp://10.0.0.1:8786"}
+    plain = {**CLUSTER, "tls": False, "protocol": "tcp", "scheduler_address": "tcp://10.0.0.1:8786",
+             "worker_scheduler_address": "tcp://10.0.0.1:8786", "transport": "tcp"}
     spec = builder.worker_spec(plain, GPU_HOST, SETTINGS)
     assert not any("tls" in arg for arg in spec["argv"]) and not any("tls" in v for v in spec["volumes"])
     assert builder.client_env(plain) == {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "False"}
+
+
+def test_tls_ucx_scheduler_listens_on_both_and_workers_speak_ucx_without_tls_files(builder: ModuleType) -> None:
+    mixed = {**CLUSTER, "protocol": "ucx", "transport": "tls-ucx", "worker_scheduler_address": "ucx://10.0.0.1:8788",
+             "scheduler_ucx_port": 8788}
+    scheduler = builder.scheduler_spec(mixed, {"bind_address": "10.0.0.1"}, SETTINGS)
+    argv = scheduler["argv"]
+    assert argv[argv.index("--port") + 1] == "8786,8788" and argv[argv.index("--protocol") + 1] == "tls,ucx"
+    assert "--tls-key" in argv and argv[argv.index("--preload") + 1] == "dask_gpu_verify.host_frames"
+    assert scheduler["env"]["DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION"] == "True"
+    worker = builder.worker_spec(mixed, GPU_HOST, SETTINGS)
+    assert worker["argv"][3] == "ucx://10.0.0.1:8788"
+    assert not any("tls" in arg for arg in worker["argv"]) and not any("tls" in v for v in worker["volumes"])
+    verify = builder.client_spec(mixed, GPU_HOST, SETTINGS, "verify", "v.json")
+    assert verify["argv"][verify["argv"].index("--scheduler") + 1] == "tls://10.0.0.1:8786"
+    assert verify["env"]["DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION"] == "True"

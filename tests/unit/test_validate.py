@@ -191,13 +191,13 @@ def test_booleans(value: Any, expected: bool | None) -> None:
 
 
 def test_numeric_strings_and_yes_no_strings_pass_and_are_converted() -> None:
-    ctx = context("c1", dask_scheduler_port="8800", dask_tls_enabled="yes", dask_worker_memory_limit=0.9,
+    ctx = context("c1", dask_scheduler_port="8800", dask_tls_disabled_ack="yes", dask_worker_memory_limit=0.9,
                   dask_worker_gpus=[0], dask_firewall_open_ports=["22"])
     assert problems(ctx) == []
     typed = validate.coerce_settings(ctx["settings"], SPECS)
-    assert typed["dask_scheduler_port"] == 8800 and typed["dask_tls_enabled"] is True
+    assert typed["dask_scheduler_port"] == 8800 and typed["dask_tls_disabled_ack"] is True
     assert typed["dask_worker_gpus"] == ["0"] and typed["dask_firewall_open_ports"] == [22]
-    assert validate.coerce_settings({"dask_tls_enabled": "maybe"}, SPECS) == {"dask_tls_enabled": "maybe"}
+    assert validate.coerce_settings({"dask_tls_disabled_ack": "maybe"}, SPECS) == {"dask_tls_disabled_ack": "maybe"}
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -248,8 +248,9 @@ def test_scheduler_and_dashboard_ports_are_distinct() -> None:
 
 
 def test_tls_off_needs_its_acknowledgement() -> None:
-    one(context("s1", dask_tls_enabled=False), "dask_tls_enabled is false", "dask_tls_disabled_ack", "10.0.0.5:8786")
-    assert problems(context("s1", dask_tls_enabled=False, dask_tls_disabled_ack=True)) == []
+    one(context("s1", dask_transport="tcp"), "dask_transport=tcp turns TLS off", "dask_tls_disabled_ack",
+        "10.0.0.5:8786", "tls-ucx")
+    assert problems(context("s1", dask_transport="tcp", dask_tls_disabled_ack=True)) == []
 
 
 @pytest.mark.parametrize("name", ["dask_container_uid", "dask_container_gid"])
@@ -271,13 +272,19 @@ def test_the_dashboard_binds_to_an_address_of_the_scheduler_host() -> None:
         "dask_dashboard_bind (\"10.9.9.9\") is not 127.0.0.1, 0.0.0.0 or an IPv4 address of this host")
 
 
-def test_ucx_needs_tls_off_the_firewall_and_the_full_profile() -> None:
-    one(context("s1", dask_ucx_enabled=True, dask_firewall_enabled=True, dask_image_profile="full"),
-        "dask_ucx_enabled needs dask_tls_enabled: false", "Now: dask_tls_enabled=True")
-    one(context("s1", dask_ucx_enabled=True, dask_tls_enabled=False, dask_tls_disabled_ack=True,
-                dask_image_profile="full"), "dask_firewall_enabled=False")
-    assert problems(context("s1", dask_ucx_enabled=True, dask_tls_enabled=False, dask_tls_disabled_ack=True,
+def test_ucx_transports_need_the_firewall_the_full_profile_and_ucx_off_tls_its_acknowledgement() -> None:
+    one(context("s1", dask_transport="ucx", dask_firewall_enabled=True, dask_image_profile="full"),
+        "dask_transport=ucx turns TLS off", "dask_tls_disabled_ack")
+    one(context("s1", dask_transport="ucx", dask_tls_disabled_ack=True, dask_image_profile="full"),
+        "dask_transport=ucx needs dask_firewall_enabled: true")
+    one(context("s1", dask_transport="tls-ucx", dask_firewall_enabled=True), "dask_transport=tls-ucx needs UCX",
+        "dask_image_profile: full")
+    one(context("s1", dask_transport="tls-ucx", dask_firewall_enabled=True, dask_image_profile="full",
+                dask_scheduler_ucx_port=8786), "dask_scheduler_ucx_port (8786) must differ")
+    assert problems(context("s1", dask_transport="ucx", dask_tls_disabled_ack=True,
                             dask_firewall_enabled=True, dask_image_profile="full")) == []
+    assert problems(context("s1", dask_transport="tls-ucx", dask_firewall_enabled=True,
+                            dask_image_profile="full")) == []
 
 
 def test_rmm_options_need_the_full_profile_on_gpu_hosts_only() -> None:

@@ -82,10 +82,31 @@ def host_model(host: str, settings: dict[str, Any], facts: dict[str, Any], gpus:
     }
 
 
+# dask_transport: (the protocol clients use to reach the scheduler, the protocol of the scheduler-worker and
+# worker-worker connections). See docs/transport.md.
+TRANSPORTS = {"tls": ("tls", "tls"), "tls-ucx": ("tls", "ucx"), "ucx": ("ucx", "ucx"), "tcp": ("tcp", "tcp")}
+# Hosts with this many GPUs or more want device data to move over UCX (NVLink), not TCP.
+MULTI_GPU = 2
+
+
+def transport(settings: dict[str, Any]) -> tuple[str, str]:
+    """(client protocol, worker protocol) of the settings' dask_transport."""
+    return TRANSPORTS[str(settings.get("dask_transport") or "tls")]
+
+
 def protocol(settings: dict[str, Any]) -> str:
-    if settings.get("dask_ucx_enabled"):
-        return "ucx"
-    return "tls" if settings.get("dask_tls_enabled", True) else "tcp"
+    """The protocol of the scheduler-worker and worker-worker connections."""
+    return transport(settings)[1]
+
+
+def advice(host: dict[str, Any], settings: dict[str, Any]) -> list[str]:
+    """What the host's hardware wants from the settings (printed, never refused)."""
+    if host.get("worker_mode") == "gpu" and host.get("worker_count", 0) >= MULTI_GPU and protocol(settings) != "ucx":
+        return [f"host {host['name']}: {host['worker_count']} GPU workers talk over TCP (dask_transport="
+                f"{settings.get('dask_transport', 'tls')}); graphs that move data between GPUs ran 10-100 times "
+                "slower than over UCX on 4 x H200 (docs/performance.md). Set dask_transport: tls-ucx to move data "
+                "over NVLink while clients keep mutual TLS (docs/transport.md)."]
+    return []
 
 
 def cluster_model(settings: dict[str, Any], hosts: dict[str, dict[str, Any]], groups: dict[str, list[str]],
@@ -100,18 +121,22 @@ def cluster_model(settings: dict[str, Any], hosts: dict[str, dict[str, Any]], gr
     counts = {host: int((hosts.get(host) or {}).get("worker_count", 1)) for host in workers}
     modes = {host: (hosts.get(host) or {}).get("worker_mode", "") for host in workers}
     scheduler_ip = (hosts.get(scheduler) or {}).get("bind_address", "")
-    proto = protocol(settings)
+    client_proto, proto = transport(settings)
+    worker_port = int(settings["dask_scheduler_ucx_port"] if client_proto != proto else settings["dask_scheduler_port"])
     tag = "{}-cuda{}-{}-{}".format(settings["dask_rapids_release"], settings["dask_cuda_major"],
                                    settings["dask_image_profile"], image_hash)
     prefix = (str(settings["dask_images_registry"]) + "/"
               if settings.get("dask_images_distribution") == "registry" else "")
     return {
         "name": settings["dask_cluster_name"],
+        "transport": str(settings.get("dask_transport") or "tls"),
         "protocol": proto,
-        "tls": bool(settings.get("dask_tls_enabled", True)),
+        "tls": client_proto == "tls",
         "scheduler_host": scheduler,
-        "scheduler_address": f"{proto}://{scheduler_ip}:{settings['dask_scheduler_port']}",
+        "scheduler_address": f"{client_proto}://{scheduler_ip}:{settings['dask_scheduler_port']}",
+        "worker_scheduler_address": f"{proto}://{scheduler_ip}:{worker_port}",
         "scheduler_port": int(settings["dask_scheduler_port"]),
+        "scheduler_ucx_port": int(settings["dask_scheduler_ucx_port"]) if client_proto != proto else None,
         "dashboard_port": int(settings["dask_dashboard_port"]),
         "dashboard_bind": settings["dask_dashboard_bind"],
         "hosts": {host: (hosts.get(host) or {}).get("bind_address", "") for host in cluster_hosts(groups)},
@@ -140,5 +165,5 @@ def cluster_model(settings: dict[str, Any], hosts: dict[str, dict[str, Any]], gr
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {"dask_resolve_settings": resolve_settings, "dask_host_model": host_model,
-                "dask_cluster_model": cluster_model, "dask_cluster_hosts": cluster_hosts,
+                "dask_cluster_model": cluster_model, "dask_cluster_hosts": cluster_hosts, "dask_advice": advice,
                 "dask_worker_hosts": worker_hosts}

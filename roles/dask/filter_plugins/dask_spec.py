@@ -44,14 +44,24 @@ def _base(cluster: dict[str, Any], name: str, description: str, image: str) -> d
             "after": [], "wants": []}
 
 
+# Scheduler preload of dask_transport tls-ucx: the scheduler fetches results from UCX workers as host memory, so
+# it can hand them to clients over TLS (docs/transport.md).
+HOST_FRAMES_PRELOAD = "dask_gpu_verify.host_frames"
+
+
 def scheduler_argv(bind: str, port: int, dashboard: str, protocol: str, tls: dict[str, str] | None,
-                   extra: list[str]) -> list[str]:
-    """`dask scheduler`: bound to one address, the dashboard where asked, TLS files when given."""
-    argv = ["dask", "scheduler", "--host", bind, "--port", str(port), "--dashboard-address", dashboard]
+                   extra: list[str], ucx_port: int | None = None) -> list[str]:
+    """`dask scheduler`: bound to one address, the dashboard where asked, TLS files when given; with ucx_port, a
+    second listener speaks UCX to the workers (clients keep TLS on port)."""
+    ports = f"{port},{ucx_port}" if ucx_port else str(port)
+    argv = ["dask", "scheduler", "--host", bind, "--port", ports, "--dashboard-address", dashboard]
     if tls:
-        argv += ["--protocol", "tls", "--tls-ca-file", tls["ca"], "--tls-cert", tls["cert"], "--tls-key", tls["key"]]
+        argv += ["--protocol", "tls,ucx" if ucx_port else "tls",
+                 "--tls-ca-file", tls["ca"], "--tls-cert", tls["cert"], "--tls-key", tls["key"]]
     else:
         argv += ["--protocol", protocol]
+    if ucx_port:
+        argv += ["--preload", HOST_FRAMES_PRELOAD]
     return argv + list(extra)
 
 
@@ -63,7 +73,7 @@ def scheduler_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict
     spec.update(
         argv=scheduler_argv(host["bind_address"], cluster["scheduler_port"], f"{bind}:{cluster['dashboard_port']}",
                             cluster["protocol"], tls_files(cluster) if cluster["tls"] else None,
-                            settings.get("dask_scheduler_extra_args") or []),
+                            settings.get("dask_scheduler_extra_args") or [], cluster.get("scheduler_ucx_port")),
         # The root filesystem is read-only: CuPy, imported when graphs are unpickled, caches in /tmp.
         env={"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(bool(cluster["tls"])), "CUPY_CACHE_DIR": "/tmp/cupy",
              "DASK_HEALTH_URL": f"http://{health}:{cluster['dashboard_port']}/health"},
@@ -107,21 +117,23 @@ def worker_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
         "CUDA " if gpu else "", host["worker_count"], cluster["name"]), cluster["images"]["worker"])
     local = cluster["paths"]["container"]["local"]
     http_port = int(settings["dask_worker_http_port"])
+    tls = cluster["protocol"] == "tls"
     spec["argv"] = worker_argv(
-        gpu, cluster["scheduler_address"], host=host["bind_address"], name=host["name"],
+        gpu, cluster["worker_scheduler_address"], host=host["bind_address"], name=host["name"],
         nthreads=host["worker_nthreads"], memory_limit=str(settings["dask_worker_memory_limit"]), local_dir=local,
         death_timeout=int(settings["dask_worker_death_timeout"]), http_port=http_port,
         port_range=str(settings.get("dask_worker_port_range") or ""),
-        tls=tls_files(cluster) if cluster["tls"] else None,
+        tls=tls_files(cluster) if tls else None,
         device_memory_limit=str(settings["dask_worker_device_memory_limit"]),
         rmm_pool_size=str(settings.get("dask_worker_rmm_pool_size") or ""),
         rmm_for_cupy=bool(settings.get("dask_worker_rmm_for_cupy")), extra=settings.get("dask_worker_extra_args"))
-    env = {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(bool(cluster["tls"])),
+    env = {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(tls),
            "DASK_HEALTH_URL": f"http://127.0.0.1:{http_port}/health"}
     if settings.get("dask_worker_gpus"):
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(gpu_id) for gpu_id in settings["dask_worker_gpus"])
     spec.update(env=env, shm_size="1g", stop_timeout=int(settings["dask_worker_stop_timeout"]))
-    spec["volumes"] = [f"{cluster['paths']['data']}/worker:{local}"] + spec["volumes"]
+    # Workers that speak UCX (tls-ucx) hold no TLS key: only the scheduler and clients use TLS.
+    spec["volumes"] = [f"{cluster['paths']['data']}/worker:{local}"] + (spec["volumes"] if tls else [])
     if gpu:
         spec.update(gpus="all", gpu_request=settings["dask_worker_gpu_request"], ulimits=dict(GPU_ULIMITS),
                     after=["nvidia-persistenced.service"], wants=["nvidia-persistenced.service"])

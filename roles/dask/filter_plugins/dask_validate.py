@@ -491,19 +491,26 @@ class Checker:
         if scheduler_port is not None and scheduler_port == dashboard_port:
             self.add(f"dask_scheduler_port ({scheduler_port}) and dask_dashboard_port ({dashboard_port}) must be "
                      "distinct ports in 1-65535")
-        tls, ack = self.get("dask_tls_enabled"), self.get("dask_tls_disabled_ack")
-        if tls is False and ack is not True:
-            self.add(f"dask_tls_enabled is false, so anyone who reaches {self.bind_address() or 'the scheduler'}:"
+        transport, ack = self.get("dask_transport"), self.get("dask_tls_disabled_ack")
+        if transport in ("ucx", "tcp") and ack is not True:
+            where = self.bind_address() or "the scheduler"
+            self.add(f"dask_transport={transport} turns TLS off, so anyone who reaches {where}:"
                      f"{scheduler_port if scheduler_port is not None else '?'} can run code on every worker. "
-                     "Set dask_tls_disabled_ack=true to accept that.")
-        if self.get("dask_ucx_enabled") is True:
-            firewall, profile = self.get("dask_firewall_enabled", False), self.get("dask_image_profile")
-            if tls is not False or firewall is not True or profile != "full":
-                self.add("dask_ucx_enabled needs dask_tls_enabled: false (UCX and TLS exclude each other; also set "
-                         "dask_tls_disabled_ack: true), dask_firewall_enabled: true (so only cluster hosts and the "
-                         f"controller reach {self.bind_address() or 'the cluster address'}) and dask_image_profile: "
-                         f"full (distributed-ucxx). Now: dask_tls_enabled={tls}, dask_firewall_enabled={firewall}, "
-                         f"dask_image_profile={profile}.")
+                     "Use dask_transport: tls-ucx (clients keep mutual TLS, workers talk UCX), or set "
+                     "dask_tls_disabled_ack=true to accept that.")
+        if transport in ("ucx", "tls-ucx") and self.get("dask_firewall_enabled", False) is not True:
+            self.add(f"dask_transport={transport} needs dask_firewall_enabled: true: UCX listeners have no "
+                     f"authentication, and the firewall is what lets only the cluster's hosts reach "
+                     f"{self.bind_address() or 'the cluster address'} (docs/transport.md)")
+        profile = self.get("dask_image_profile")
+        if transport in ("ucx", "tls-ucx") and profile is not None and profile != "full":
+            self.add(f"dask_transport={transport} needs UCX (distributed-ucxx), which only the full image profile has "
+                     f"(dask_image_profile={profile}); set dask_image_profile: full")
+        if transport == "tls-ucx":
+            ucx_port = self.get("dask_scheduler_ucx_port")
+            if ucx_port is not None and ucx_port in (scheduler_port, dashboard_port):
+                self.add(f"dask_scheduler_ucx_port ({ucx_port}) must differ from dask_scheduler_port ({scheduler_port})"
+                         f" and dask_dashboard_port ({dashboard_port})")
         if self.get("dask_images_distribution") == "registry" and self.get("dask_images_registry") == "":
             self.add("dask_images_distribution=registry needs dask_images_registry (host:port[/path])")
         open_ports = self.get("dask_firewall_open_ports")
