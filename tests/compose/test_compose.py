@@ -1,4 +1,5 @@
-"""docker compose with the CPU override: up, verify passes, down leaves nothing behind."""
+"""docker compose with the CPU override: up, verify passes, down leaves nothing behind; the CDI variant asks for
+the GPUs as CDI devices (read through `docker compose config`, no GPU needed)."""
 from __future__ import annotations
 
 import json
@@ -40,6 +41,26 @@ def test_cpu_stack_verifies_and_tears_down() -> None:
         docker("rm", "-f", verify_name, check=False)
         compose("--profile", "verify", "down", "-v", "--remove-orphans", check=False)
     assert leftovers() == ""
+
+
+def gpu_requests(*files: str, gpus: str | None = None) -> dict[str, list[dict[str, object]]]:
+    """Each GPU service's device requests as compose resolves them."""
+    env = {key: value for key, value in os.environ.items() if key != "DASK_GPUS"}
+    env.update({"DASK_GPUS": gpus} if gpus else {})
+    args = [arg for name in files for arg in ("-f", str(ROOT / name))]
+    result = subprocess.run(["docker", "compose", "--project-directory", str(ROOT), *args, "--profile", "verify",
+                             "config", "--format", "json"], capture_output=True, text=True, check=True, env=env)
+    services = json.loads(result.stdout)["services"]
+    return {name: services[name]["deploy"]["resources"]["reservations"]["devices"] for name in ("worker", "verify")}
+
+
+def test_the_cdi_variant_asks_for_cdi_devices_and_nothing_of_the_nvidia_runtime() -> None:
+    for devices in gpu_requests("compose.cdi.yaml").values():
+        assert devices == [{"capabilities": ["gpu"], "driver": "cdi", "device_ids": ["nvidia.com/gpu=all"]}]
+    for devices in gpu_requests("compose.cdi.yaml", gpus="1").values():
+        assert devices == [{"capabilities": ["gpu"], "driver": "cdi", "device_ids": ["nvidia.com/gpu=1"]}]
+    for devices in gpu_requests("compose.yaml", gpus="0,2").values():
+        assert devices == [{"capabilities": ["gpu"], "driver": "nvidia", "device_ids": ["0,2"]}]
 
 
 def _read_report(container: str) -> dict[str, object]:

@@ -13,6 +13,7 @@ back before the script ends.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from typing import Any
@@ -31,10 +32,18 @@ def set_scheduler_serializers(dask_scheduler: Any, serializers: list[str] | None
 
 
 def cases(client: Client) -> list[tuple[str, bool, str]]:
+    """Each case's (name, exact answer, detail); a failure is a row, never an exception."""
     results = []
-    rng = da.random.RandomState(0, RandomState=cupy.random.RandomState)
-    x = rng.random_sample((8000, 8000), chunks=(2000, 2000)).persist()
-    expected = float(cupy.asnumpy((x + x.T).sum().compute()))  # a scalar: host frames either way
+    try:
+        rng = da.random.RandomState(0, RandomState=cupy.random.RandomState)
+        x = rng.random_sample((8000, 8000), chunks=(2000, 2000)).persist()
+        started = time.perf_counter()
+        scalar = client.compute((x + x.T).sum()).result(timeout=60)  # a 0-d CuPy array
+        expected = float(cupy.asnumpy(scalar))
+        results.append(("scalar", expected > 0, f"{type(scalar).__module__}.{type(scalar).__name__} sum "
+                                                f"{expected:.3f} in {time.perf_counter() - started:.2f} s"))
+    except Exception as error:  # noqa: BLE001 - the failure is the finding
+        return [("scalar", False, f"{type(error).__name__}: {error}"[:300])]
     for name, graph, host in (("cupy block", (x + x.T)[:2000, :2000], False),
                               ("numpy block", (x + x.T)[:2000, :2000].map_blocks(cupy.asnumpy), True)):
         started = time.perf_counter()
@@ -42,12 +51,12 @@ def cases(client: Client) -> list[tuple[str, bool, str]]:
             block = client.compute(graph).result(timeout=60)
             total = float(np.asarray(block if host else cupy.asnumpy(block)).sum())
             direct = float(cupy.asnumpy((x[:2000, :2000] + x.T[:2000, :2000]).sum().compute()))
-            ok = isinstance(block, np.ndarray if host else cupy.ndarray) and total == direct
+            # host and device sums add in different orders: equal to the last few bits
+            ok = isinstance(block, np.ndarray if host else cupy.ndarray) and math.isclose(total, direct, rel_tol=1e-9)
             results.append((name, ok, f"{type(block).__module__}.{type(block).__name__} sum {total:.6f} "
                                       f"(expected {direct:.6f}) in {time.perf_counter() - started:.2f} s"))
         except Exception as error:  # noqa: BLE001 - the failure is the finding
             results.append((name, False, f"{type(error).__name__}: {error}"[:300]))
-    results.append(("scalar", expected > 0, f"sum {expected:.3f}"))
     return results
 
 
@@ -59,11 +68,11 @@ def main() -> int:
     status = 0
     with Client(args.scheduler, timeout=30) as client:
         before = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.rpc.serializers)
-        print(f"scheduler connections' serializers (preload): {before}")
+        print(f"scheduler connections' serializers (as deployed): {before}")
         for name, ok, detail in cases(client):
-            print(f"{'PASS' if ok else 'FAIL'} with the preload: {name}: {detail}")
+            print(f"{'PASS' if ok else 'FAIL'} as deployed: {name}: {detail}")
             status |= 0 if ok else 1
-        if args.without_preload:
+        if args.without_preload:  # what the preload prevents: reported, not counted
             client.run_on_scheduler(set_scheduler_serializers, serializers=None)
             try:
                 for name, ok, detail in cases(client):

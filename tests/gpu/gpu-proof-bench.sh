@@ -6,7 +6,7 @@
 #   bundle-tls        the units' command lines from playbooks/render-commands.yml (TLS, the inventory's defaults)
 #   bundle-tls-1gpu   the same with dask_worker_gpus: ["0"]
 #   bare-tcp[-1gpu]   `dask scheduler` + `dask cuda worker tcp://...` with dask-cuda's defaults
-#   bundle-tls-rmm-1gpu  the units with an RMM pool and CuPy through RMM (the full profile's options)
+#   bundle-tls-rmm-1gpu  the units with an RMM pool and CuPy through RMM (RMM: both image profiles)
 #   bundle-tls-2threads-1gpu  the units with 2 threads per worker instead of 1
 #   bundle-tcp        the units with TLS off (what TLS costs)
 #   bundle-ucx        dask_transport ucx (UCX, TLS off: the firewall's job on real hosts), RMM pool
@@ -60,9 +60,9 @@ extra_for() {  # the inventory variables of a bundle configuration
     bundle-tls-1gpu) echo '{"dask_worker_gpus": ["0"]}' ;;
     bundle-tls-2threads-1gpu) echo '{"dask_worker_gpus": ["0"], "dask_worker_nthreads": 2}' ;;
     bundle-tcp) echo '{"dask_transport": "tcp", "dask_tls_disabled_ack": true}' ;;
-    bundle-tls-rmm-1gpu) echo '{"dask_worker_gpus": ["0"], "dask_image_profile": "full", "dask_worker_rmm_pool_size": "0.5", "dask_worker_rmm_for_cupy": true}' ;;
-    bundle-ucx) echo '{"dask_transport": "ucx", "dask_tls_disabled_ack": true, "dask_firewall_enabled": true, "dask_image_profile": "full", "dask_worker_rmm_pool_size": "0.5"}' ;;
-    bundle-tls-ucx) echo '{"dask_transport": "tls-ucx", "dask_firewall_enabled": true, "dask_image_profile": "full", "dask_worker_rmm_pool_size": "0.5"}' ;;
+    bundle-tls-rmm-1gpu) echo '{"dask_worker_gpus": ["0"], "dask_worker_rmm_pool_size": "0.5", "dask_worker_rmm_for_cupy": true}' ;;
+    bundle-ucx) echo '{"dask_transport": "ucx", "dask_tls_disabled_ack": true, "dask_firewall_enabled": true, "dask_worker_rmm_pool_size": "0.5"}' ;;
+    bundle-tls-ucx) echo '{"dask_transport": "tls-ucx", "dask_firewall_enabled": true, "dask_worker_rmm_pool_size": "0.5"}' ;;
   esac
 }
 

@@ -10,4 +10,12 @@ if [ -f .ucx/ucx-site.tar.xz ]; then
   export PYTHONPATH=/tmp/ucx-site${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONPATH="$PWD/images/verify/src${PYTHONPATH:+:$PYTHONPATH}"
+# images/verify's console scripts (its pyproject's [project.scripts]), run from this tree's source
+mkdir -p /tmp/verify-bin
+for entry in dask-gpu-verify=cli dask-gpu-healthcheck=health dask-gpu-bench=bench; do
+  printf '#!/bin/sh\nexec python3 -c "import sys; from dask_gpu_verify.%s import main; sys.exit(main())" "$@"\n' \
+    "${entry#*=}" > "/tmp/verify-bin/${entry%%=*}"
+  chmod 0755 "/tmp/verify-bin/${entry%%=*}"
+done
+export PATH=/tmp/verify-bin:$PATH
 export PYTHONUNBUFFERED=1

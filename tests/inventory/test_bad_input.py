@@ -84,10 +84,10 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]] = [
      ["dask_images_distribution=registry needs dask_images_registry"]),
     ("unknown image profile", GOOD, {"dask_image_profile": "huge"}, ["dask_image_profile", "lean, full"]),
     ("UCX everywhere with no consent", GOOD,
-     {"dask_transport": "ucx", "dask_firewall_enabled": True, "dask_image_profile": "full"},
+     {"dask_transport": "ucx", "dask_firewall_enabled": True},
      ["dask_transport=ucx turns TLS off", "dask_tls_disabled_ack"]),
     ("TLS for clients, UCX inside, without the firewall", GOOD,
-     {"dask_transport": "tls-ucx", "dask_image_profile": "full"},
+     {"dask_transport": "tls-ucx"},
      ["dask_transport=tls-ucx needs dask_firewall_enabled: true"]),
     ("firewall source that is not an address", GOOD, {"dask_firewall_allowed_sources": ["10.0.0.0/33"]},
      ["dask_firewall_allowed_sources", "10.0.0.0/33"]),
@@ -123,16 +123,26 @@ def test_a_gpu_selection_by_index_and_uuid_passes(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout[-3000:]
 
 
+def test_cdi_with_a_gpu_selection_passes(tmp_path: Path) -> None:
+    result = run_check(tmp_path, inventory(gpu_host(dask_worker_gpus=["1"], dask_worker_gpu_request="cdi"),
+                                           {"dask_cuda_major": "13"}))
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
 GPU_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]] = [
     ("GPU index the host does not have", gpu_host(dask_worker_gpus=["2"]), None,
      ["host g1: dask_worker_gpus entry \"2\" is not a GPU of this host", "has 2 GPUs"]),
     ("GPU UUID the host does not have", gpu_host(dask_worker_gpus=["GPU-00000000-0000-0000-0000-000000000000"]), None,
      ["host g1: dask_worker_gpus entry \"GPU-00000000-0000-0000-0000-000000000000\" is not a GPU of this host"]),
     ("GPU listed twice", gpu_host(dask_worker_gpus=["1", "1"]), None, ["\"1\"", "listed twice"]),
-    ("RMM pool with the lean image", gpu_host(dask_worker_rmm_pool_size="0.5"), None,
-     ["host g1", "dask_worker_rmm_pool_size", "full image profile"]),
+    ("RMM pool larger than the GPU", gpu_host(dask_worker_rmm_pool_size="500GB"), None,
+     ["host g1", "dask_worker_rmm_pool_size (\"500GB\") is larger than the memory of GPU 0"]),
     ("port range smaller than the GPU count", gpu_host(dask_worker_port_range="9000:9000"), None,
      ["host g1", "room for 2 workers"]),
+    ("unknown GPU request", gpu_host(dask_worker_gpu_request="nvidia"), None,
+     ["host g1", "dask_worker_gpu_request (\"nvidia\") must be one of gpus, cdi"]),
+    ("the toolkit's old CDI switch", gpu_host(nvidia_container_toolkit_cdi=True), None,
+     ["host g1: unknown variable(s) nvidia_container_toolkit_cdi"]),
 ]
 
 

@@ -102,8 +102,81 @@ def test_tls_ucx_gives_clients_tls_and_workers_the_ucx_listener(model: ModuleTyp
     assert plain["scheduler_ucx_port"] is None
 
 
+def topology(count: int, link: str, nvlinked: tuple[tuple[int, int], ...] = ()) -> dict[str, Any]:
+    """A gpu_topology fact: every pair `link`, the pairs in `nvlinked` NV4."""
+    links = {f"{a}-{b}": ("NV4" if (a, b) in nvlinked else link) for a in range(count) for b in range(a + 1, count)}
+    pairs = [[int(x) for x in pair.split("-")] for pair, kind in links.items() if kind.startswith("NV")]
+    return {"gpus": list(range(count)), "links": links, "nvlink_pairs": pairs,
+            "all_pairs_nvlink": bool(links) and len(pairs) == len(links),
+            "matrix": {f"GPU{a}": {f"GPU{b}": links[f"{min(a, b)}-{max(a, b)}"] for b in range(count) if b != a}
+                       for a in range(count)}}
+
+
+def gpu_host(count: int, topo: dict[str, Any] | None, **extra: Any) -> dict[str, Any]:
+    gpus = [{"index": i, "uuid": f"GPU-{i}", "mig": [f"MIG-{i}a", f"MIG-{i}b"]} for i in range(count)]
+    return {"name": "g1", "worker_mode": "gpu", "worker_count": count, "gpus": gpus, "topology": topo or {},
+            **extra}
+
+
+def test_host_model_carries_the_topology_and_whether_its_worker_gpus_are_nvlinked(model: ModuleType) -> None:
+    facts = {"default_ipv4": {"address": "10.0.0.5"}}
+    linked = {**TWO_GPUS, "topology": topology(2, "NV18")}
+    host = model.host_model("g1", settings(model), facts, linked, GROUPS)
+    assert host["nvlink"] is True and host["topology"]["links"] == {"0-1": "NV18"}
+    pcie = model.host_model("g1", settings(model), facts, {**TWO_GPUS, "topology": topology(2, "PIX")}, GROUPS)
+    assert pcie["nvlink"] is False
+    unknown = model.host_model("g1", settings(model), facts, TWO_GPUS, GROUPS)  # an older probe: no topology
+    assert (unknown["nvlink"], unknown["topology"]) == (False, {})
+    one = model.host_model("g1", settings(model, dask_worker_gpus=["1"]), facts, linked, GROUPS)
+    assert one["nvlink"] is False  # one worker GPU: nothing to link
+    four = {"count": 4, "gpus": [{"index": i} for i in range(4)], "topology": topology(4, "SYS", ((0, 1), (2, 3)))}
+    assert model.host_model("g1", settings(model, dask_worker_gpus=["2", "3"]), facts, four, GROUPS)["nvlink"]
+    assert not model.host_model("g1", settings(model), facts, four, GROUPS)["nvlink"]
+    cpu = model.host_model("c1", settings(model), facts, linked, GROUPS)
+    assert cpu["nvlink"] is False
+
+
 def test_multi_gpu_hosts_on_tcp_are_advised_to_use_ucx(model: ModuleType) -> None:
     four = {"name": "g1", "worker_mode": "gpu", "worker_count": 4}
     assert "dask_transport: tls-ucx" in model.advice(four, {"dask_transport": "tls"})[0]
     assert model.advice(four, {"dask_transport": "tls-ucx"}) == []
+    assert model.advice(four, {"dask_transport": "ucx"}) == []
     assert model.advice({**four, "worker_count": 1}, {"dask_transport": "tls"}) == []
+    assert model.advice({**four, "worker_mode": "cpu"}, {"dask_transport": "tcp"}) == []
+
+
+def test_advice_names_the_nvlink_of_the_worker_gpus(model: ModuleType) -> None:
+    [text] = model.advice(gpu_host(4, topology(4, "NV18")), {"dask_transport": "tls"})
+    assert text.startswith("host g1: 4 GPU workers talk over TCP (dask_transport=tls); ")
+    assert "GPUs 0-3 are connected by NVLink (NV18)" in text
+    assert "10-100 times slower than over UCX on 4 x H200" in text
+    assert "Set dask_transport: tls-ucx to move data over NVLink" in text
+    [two] = model.advice(gpu_host(2, topology(2, "NV18")), {"dask_transport": "tcp"})
+    assert "(dask_transport=tcp); GPUs 0 and 1 are connected by NVLink (NV18)" in two
+
+
+def test_advice_for_pcie_only_gpus_keeps_the_variable_without_nvlink(model: ModuleType) -> None:
+    [text] = model.advice(gpu_host(4, topology(4, "SYS")), {"dask_transport": "tls"})
+    assert "GPUs 0-3 have no NVLink (PCIe only)" in text and "Python's socket and TLS layers" in text
+    assert "UCX gains less here" in text and "10-100 times" in text
+    assert "Set dask_transport: tls-ucx" in text
+    assert "NVLink (NV" not in text and "over NVLink" not in text
+
+
+def test_advice_counts_partly_nvlinked_and_selected_gpus(model: ModuleType) -> None:
+    partial = topology(4, "SYS", ((0, 1), (2, 3)))
+    [text] = model.advice(gpu_host(4, partial), {"dask_transport": "tls"})
+    assert "NVLink (NV4) connects 2 of the 6 pairs of GPUs 0-3, the others are PCIe only" in text
+    pair = gpu_host(2, partial, gpus=gpu_host(4, None)["gpus"])  # two workers, on GPUs 2 and 3 (by UUID)
+    [text] = model.advice(pair, {"dask_transport": "tls", "dask_worker_gpus": ["GPU-2", "3"]})
+    assert "GPUs 2 and 3 are connected by NVLink (NV4)" in text
+    [text] = model.advice(pair, {"dask_transport": "tls", "dask_worker_gpus": ["0", "2"]})
+    assert "GPUs 0 and 2 have no NVLink (PCIe only)" in text
+
+
+def test_advice_without_a_topology_says_it_is_unknown(model: ModuleType) -> None:
+    [text] = model.advice(gpu_host(2, None), {"dask_transport": "tls"})
+    assert "NVLink topology is unknown (nvidia-smi topo -m gave none)" in text
+    assert "10-100 times" in text and "Set dask_transport: tls-ucx" in text
+    [mig] = model.advice(gpu_host(1, topology(1, "X"), worker_count=2), {"dask_worker_gpus": ["MIG-0a", "MIG-0b"]})
+    assert "unknown" not in mig and "Set dask_transport: tls-ucx" in mig

@@ -1,6 +1,7 @@
 """The spec builder: one spec per container, rendered as docker flags and module arguments."""
 from __future__ import annotations
 
+import json
 from types import ModuleType
 from typing import Any
 
@@ -19,15 +20,63 @@ SETTINGS = {"dask_worker_http_port": 8790, "dask_worker_memory_limit": "auto", "
             "dask_worker_extra_args": ["--lifetime", "1h"]}
 
 
-def test_gpu_worker_spec_pins_gpus_and_asks_for_them_through_cdi(builder: ModuleType) -> None:
+def gpu_flags(args: list[str]) -> list[str]:
+    """The GPU flags and their values among docker run arguments."""
+    pairs = zip(args, args[1:], strict=False)
+    return [arg for flag, value in pairs if flag in ("--gpus", "--device") for arg in (flag, value)]
+
+
+def test_gpu_worker_spec_gets_its_selected_gpus_as_cdi_devices(builder: ModuleType) -> None:
     spec = builder.worker_spec(CLUSTER, GPU_HOST, SETTINGS)
     assert spec["argv"][:4] == ["dask", "cuda", "worker", "tls://10.0.0.1:8786"]
     assert spec["argv"][-2:] == ["--lifetime", "1h"]
-    assert spec["env"]["CUDA_VISIBLE_DEVICES"] == "0,GPU-1"
+    # The container holds only the selected GPUs (numbered from 0 inside): no CUDA_VISIBLE_DEVICES.
+    assert spec["gpus"] == "0,GPU-1" and "CUDA_VISIBLE_DEVICES" not in spec["env"]
     args = builder.docker_run_args(spec)
-    assert "--device" in args and "nvidia.com/gpu=all" in args and "--gpus" not in args
+    assert gpu_flags(args) == ["--device", "nvidia.com/gpu=0", "--device", "nvidia.com/gpu=GPU-1"]
     assert args[args.index("--user") + 1] == "10001:10001" and args[args.index("--cap-drop") + 1] == "ALL"
     assert "/etc/dask/tls:/etc/dask/tls:ro" in args and "memlock=-1" in args
+    assert builder.container_args(spec)["device_requests"] == [
+        {"driver": "cdi", "device_ids": ["nvidia.com/gpu=0", "nvidia.com/gpu=GPU-1"]}]
+
+
+def test_cdi_without_a_selection_asks_for_every_gpu(builder: ModuleType) -> None:
+    spec = builder.worker_spec(CLUSTER, GPU_HOST, {**SETTINGS, "dask_worker_gpus": []})
+    assert spec["gpus"] == "all" and "CUDA_VISIBLE_DEVICES" not in spec["env"]
+    assert gpu_flags(builder.docker_run_args(spec)) == ["--device", "nvidia.com/gpu=all"]
+    assert builder.container_args(spec)["device_requests"] == [{"driver": "cdi", "device_ids": ["nvidia.com/gpu=all"]}]
+
+
+def test_gpus_request_uses_the_nvidia_runtime_with_device_ids_for_a_selection(builder: ModuleType) -> None:
+    runtime = {**SETTINGS, "dask_worker_gpu_request": "gpus", "dask_worker_gpus": ["0", "2"]}
+    spec = builder.worker_spec(CLUSTER, GPU_HOST, runtime)
+    assert spec["gpus"] == "0,2" and "CUDA_VISIBLE_DEVICES" not in spec["env"]
+    # --gpus reads CSV: '"device=0,2"' (quotes inside the value) is docker's form for several devices.
+    assert gpu_flags(builder.docker_run_args(spec)) == ["--gpus", '"device=0,2"']
+    assert builder.container_args(spec)["device_requests"] == [
+        {"driver": "nvidia", "device_ids": ["0", "2"], "capabilities": [["gpu"]]}]
+    every = builder.worker_spec(CLUSTER, GPU_HOST, {**runtime, "dask_worker_gpus": []})
+    assert gpu_flags(builder.docker_run_args(every)) == ["--gpus", "all"]
+    assert builder.container_args(every)["device_requests"] == [
+        {"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}]
+
+
+def test_a_mig_selection_keeps_cuda_visible_devices_as_uuids(builder: ModuleType) -> None:
+    mig = "MIG-11111111-2222-3333-4444-555555555555"
+    host = {**GPU_HOST, "gpus": [{"index": 0, "uuid": "GPU-aaaaaaaa-0000-0000-0000-000000000000", "mig": [mig]},
+                                 {"index": 1, "uuid": "GPU-bbbbbbbb-0000-0000-0000-000000000000", "mig": []}]}
+    spec = builder.worker_spec(CLUSTER, host, {**SETTINGS, "dask_worker_gpus": [mig, "1"]})
+    assert gpu_flags(builder.docker_run_args(spec)) == ["--device", f"nvidia.com/gpu={mig}",
+                                                         "--device", "nvidia.com/gpu=1"]
+    # dask-cuda counts whole GPUs through NVML: MIG instances are named by UUID, an index by its GPU's UUID.
+    assert spec["env"]["CUDA_VISIBLE_DEVICES"] == f"{mig},GPU-bbbbbbbb-0000-0000-0000-000000000000"
+
+
+def test_the_unit_renders_the_gpus_flag_so_systemd_keeps_its_quotes(builder: ModuleType) -> None:
+    spec = builder.worker_spec(CLUSTER, GPU_HOST, {**SETTINGS, "dask_worker_gpu_request": "gpus"})
+    value = gpu_flags(builder.docker_run_args(spec))[1]
+    # unit.service.j2 writes each argument with to_json; systemd's C-style unquoting gives docker '"device=0,GPU-1"'.
+    assert json.dumps(value) == '"\\"device=0,GPU-1\\""'
 
 
 def test_cpu_worker_runs_one_dask_worker_without_gpu_flags(builder: ModuleType) -> None:
@@ -52,7 +101,9 @@ def test_clients_expect_every_host_and_carry_tls(builder: ModuleType) -> None:
     assert "--allow-cpu" in verify["argv"] and verify["gpus"] == ""
     assert verify["env"]["DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY"] == "/etc/dask/tls/host.key"
     bench = builder.container_args(builder.client_spec(CLUSTER, GPU_HOST, SETTINGS, "bench", "b", 12))
-    assert bench["devices"] == ["nvidia.com/gpu=all"] and "--ready-seconds" in bench["command"]
+    assert "--ready-seconds" in bench["command"] and "devices" not in bench
+    # The benchmark gets the GPUs the host's workers use.
+    assert bench["device_requests"] == [{"driver": "cdi", "device_ids": ["nvidia.com/gpu=0", "nvidia.com/gpu=GPU-1"]}]
     assert bench["cap_drop"] == ["ALL"] and bench["user"] == "10001:10001"
 
 

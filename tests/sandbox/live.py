@@ -6,6 +6,8 @@ from __future__ import annotations
 import glob
 import json
 import os
+import socket
+import ssl
 import subprocess
 import time
 from pathlib import Path
@@ -17,6 +19,7 @@ from distributed.security import Security
 ROOT = Path(__file__).resolve().parents[2]
 SCHEDULER, WORKERS = "dask-sched", ("dask-w1", "dask-w2")
 NETWORK = "dask-sandbox"
+OUTSIDER_IP = "10.231.7.50"  # a container on the sandbox network outside every allow list
 
 
 def address(host: str) -> str:
@@ -116,3 +119,33 @@ def record(kind: str, row: dict[str, Any]) -> None:
     with (reports / f"{kind}.jsonl").open("a") as out:
         out.write(json.dumps(row) + "\n")
     print(f"[{kind}] " + " | ".join(f"{k}: {v}" for k, v in row.items()), flush=True)
+
+
+def probe_from_container(targets: list[tuple[str, int]], *docker_args: str) -> dict[str, str]:
+    """Try each target from a fresh container on the sandbox network; 'open' or the error's name."""
+    script = ("import json, socket, sys\nout = {}\nfor host, port in json.loads(sys.argv[1]):\n"
+              "    try:\n        socket.create_connection((host, port), timeout=5).close(); r = 'open'\n"
+              "    except OSError as e:\n        r = type(e).__name__\n"
+              "    out[f'{host}:{port}'] = r\nprint(json.dumps(out))")
+    run = subprocess.run(["docker", "run", "--rm", "--network", NETWORK, *docker_args, "--entrypoint", "python3",
+                          "dask-sandbox-host:bookworm", "-c", script, json.dumps(targets)],
+                         capture_output=True, text=True, check=True, timeout=120)
+    return dict(json.loads(run.stdout))
+
+
+def tls_exchange(cert: tuple[str, str] | None) -> str:
+    """Open a TLS connection to the scheduler that trusts the cluster's CA, presenting `cert` (or none), send a
+    and read: 'answered' when the scheduler sends its comm handshake, else what ended the connection."""
+    env = bundle()
+    context = ssl.create_default_context(cafile=env["DASK_DISTRIBUTED__COMM__TLS__CA_FILE"])
+    context.check_hostname = False
+    if cert:
+        context.load_cert_chain(*cert)
+    host = address(SCHEDULER)
+    try:
+        with socket.create_connection((host, 8786), timeout=5) as raw, context.wrap_socket(raw) as tls:
+            return "closed" if tls.recv(1) == b"" else "answered"
+    except TimeoutError:
+        return "kept open"
+    except (ssl.SSLError, ConnectionError) as exc:
+        return f"{type(exc).__name__}: {exc}"

@@ -272,26 +272,21 @@ def test_the_dashboard_binds_to_an_address_of_the_scheduler_host() -> None:
         "dask_dashboard_bind (\"10.9.9.9\") is not 127.0.0.1, 0.0.0.0 or an IPv4 address of this host")
 
 
-def test_ucx_transports_need_the_firewall_the_full_profile_and_ucx_off_tls_its_acknowledgement() -> None:
-    one(context("s1", dask_transport="ucx", dask_firewall_enabled=True, dask_image_profile="full"),
+def test_ucx_transports_need_the_firewall_and_ucx_off_tls_its_acknowledgement() -> None:
+    one(context("s1", dask_transport="ucx", dask_firewall_enabled=True),
         "dask_transport=ucx turns TLS off", "dask_tls_disabled_ack")
-    one(context("s1", dask_transport="ucx", dask_tls_disabled_ack=True, dask_image_profile="full"),
+    one(context("s1", dask_transport="ucx", dask_tls_disabled_ack=True),
         "dask_transport=ucx needs dask_firewall_enabled: true")
-    one(context("s1", dask_transport="tls-ucx", dask_firewall_enabled=True), "dask_transport=tls-ucx needs UCX",
-        "dask_image_profile: full")
-    one(context("s1", dask_transport="tls-ucx", dask_firewall_enabled=True, dask_image_profile="full",
-                dask_scheduler_ucx_port=8786), "dask_scheduler_ucx_port (8786) must differ")
-    assert problems(context("s1", dask_transport="ucx", dask_tls_disabled_ack=True,
-                            dask_firewall_enabled=True, dask_image_profile="full")) == []
-    assert problems(context("s1", dask_transport="tls-ucx", dask_firewall_enabled=True,
-                            dask_image_profile="full")) == []
-
-
-def test_rmm_options_need_the_full_profile_on_gpu_hosts_only() -> None:
-    one(context("g1", dask_worker_rmm_pool_size="0.5"), "host g1", "dask_worker_rmm_pool_size", "full image profile")
-    one(context("g1", dask_worker_rmm_for_cupy=True), "full image profile")
-    assert problems(context("g1", dask_worker_rmm_pool_size="0.5", dask_image_profile="full")) == []
-    assert problems(context("c1", dask_worker_rmm_pool_size="0.5")) == []
+    one(context("s1", dask_transport="tls-ucx", dask_firewall_enabled=True, dask_scheduler_ucx_port=8786),
+        "dask_scheduler_ucx_port (8786) must differ")
+    # UCX and RMM are in both image profiles (images/requirements/lean.txt)
+    for profile in ("lean", "full"):
+        assert problems(context("s1", dask_transport="ucx", dask_tls_disabled_ack=True,
+                                dask_firewall_enabled=True, dask_image_profile=profile)) == []
+        assert problems(context("s1", dask_transport="tls-ucx", dask_firewall_enabled=True,
+                                dask_image_profile=profile)) == []
+        assert problems(context("g1", dask_worker_rmm_pool_size="0.5", dask_worker_rmm_for_cupy=True,
+                                dask_image_profile=profile)) == []
 
 
 def test_registry_distribution_needs_a_registry() -> None:
@@ -436,6 +431,35 @@ def test_device_sizes_fit_the_smallest_selected_gpu() -> None:
     assert problems(context("c1", dask_worker_device_memory_limit="200GB")) == []  # no GPU on a CPU worker
 
 
+def docker(ctx: dict[str, Any], version: Any) -> dict[str, Any]:
+    """The context with Docker's version as role docker_engine records it (ansible_local.docker_engine)."""
+    ctx["facts"]["ansible_local"] = {"docker_engine": {"server_version": version}}
+    return ctx
+
+
+def test_cdi_needs_docker_25_where_docker_engine_recorded_an_older_one() -> None:
+    one(docker(context("g1", dask_worker_gpu_request="cdi"), "20.10.24+dfsg1"), "host g1",
+        "dask_worker_gpu_request=cdi needs Docker >= 25", "is 20.10.24+dfsg1", "dask_worker_gpu_request: gpus")
+    for fine in ("25.0.0", "26.1.5+dfsg1", "29.2.1"):
+        assert problems(docker(context("g1", dask_worker_gpu_request="cdi"), fine)) == []
+    # Unknown (Docker not installed yet: the toolkit role checks once it is), or not asked for: nothing to say.
+    assert problems(context("g1", dask_worker_gpu_request="cdi")) == []
+    assert problems(docker(context("g1", dask_worker_gpu_request="cdi"), None)) == []
+    assert problems(docker(context("g1"), "20.10.24")) == []
+    # A CPU worker, or a GPU worker host that fell back to the CPU, asks for no GPU.
+    assert problems(docker(context("c1", dask_worker_gpu_request="cdi"), "20.10.24")) == []
+    fallback = docker(context("g1", dask_worker_gpu_request="cdi", dask_worker_allow_cpu=True), "20.10.24")
+    fallback["gpus"] = copy.deepcopy(NO_GPU)
+    assert problems(fallback) == []
+
+
+def test_gpu_request_is_gpus_or_cdi_and_the_old_toolkit_switch_is_gone() -> None:
+    one(context("g1", dask_worker_gpu_request="nvidia"),
+        "dask_worker_gpu_request (\"nvidia\") must be one of gpus, cdi")
+    # The toolkit's CDI behaviour follows dask_worker_gpu_request: its own switch is no longer a variable.
+    one(context("g1", nvidia_container_toolkit_cdi=True), "host g1: unknown variable(s) nvidia_container_toolkit_cdi")
+
+
 # ---------------------------------------------------------------------------------------------- never raises
 
 WEIRD = [None, object(), [], {}, [None], [[1]], {"a": object()}, float("inf"), float("nan"), "", " ", "\n", True,
@@ -474,3 +498,12 @@ def test_the_filter_is_registered() -> None:
     filters = validate.FilterModule().filters()
     assert filters["dask_problems"] is validate.dask_problems
     assert filters["dask_coerce_settings"] is validate.coerce_settings
+
+
+def test_loopback_is_an_address_of_every_host_also_without_interface_facts() -> None:
+    """A GPU machine without iproute2 gives Ansible no interfaces; a one-host cluster on 127.0.0.1 still works."""
+    bare = context("s1", dask_cluster_address="127.0.0.1")
+    bare["facts"] = {"hostname": "s1", "default_ipv4": {}, "all_ipv4_addresses": [], "interfaces": []}
+    assert problems(bare) == []
+    bare["settings"]["dask_cluster_address"] = "10.9.9.9"
+    one(bare, 'dask_cluster_address ("10.9.9.9") is not an IPv4 address of this host (its addresses: none)')

@@ -1,6 +1,8 @@
 """The closed form matches a direct computation, and the Dask graph gives it."""
 from __future__ import annotations
 
+import sys
+
 import dask
 import numpy as np
 import pytest
@@ -27,3 +29,22 @@ def test_dask_graph_gives_the_closed_form() -> None:
 
 def test_task_count() -> None:
     assert workload.task_count(10, 4) == 9
+
+
+def test_client_without_a_usable_gpu_gets_numpy_meta(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client container given no GPU imports CuPy but cannot allocate: the graph still builds (issue 11)."""
+    import types
+
+    class CUDARuntimeError(RuntimeError):
+        pass
+
+    def empty(*_args: object, **_kwargs: object) -> None:
+        raise CUDARuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient")
+
+    fake = types.ModuleType("fakecupy")
+    fake.empty = empty  # type: ignore[attr-defined]
+    fake.float64 = "float64"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "fakecupy", fake)
+    assert type(workload.client_meta("fakecupy")).__module__ == "numpy"
+    assert type(workload.client_meta("no_such_backend")).__module__ == "numpy"
+    assert workload.build(96, 32, "numpy").compute() == workload.expected_total(96, 32)

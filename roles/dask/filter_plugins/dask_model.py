@@ -67,6 +67,7 @@ def host_model(host: str, settings: dict[str, Any], facts: dict[str, Any], gpus:
     nthreads = int(settings.get("dask_worker_nthreads") or 0)
     if nthreads <= 0:
         nthreads = 1 if mode == "gpu" else int(facts.get("processor_vcpus") or 1)
+    topology = dict(gpus.get("topology") or {})
     return {
         "name": host,
         "bind_address": bind_address(settings, facts),
@@ -79,7 +80,34 @@ def host_model(host: str, settings: dict[str, Any], facts: dict[str, Any], gpus:
         "gpus": gpus.get("gpus") or [],
         "driver_version": gpus.get("driver_version"),
         "needs_toolkit": mode == "gpu",
+        "topology": topology,
+        "nvlink": mode == "gpu" and _nvlink(topology, _worker_gpus(selected, gpus))[0] == "all",
     }
+
+
+def _worker_gpus(selected: list[str], gpus: dict[str, Any]) -> list[int]:
+    """Indices of the GPUs the workers use: dask_worker_gpus (indices, GPU or MIG UUIDs), else every GPU."""
+    found = [gpu for gpu in gpus.get("gpus") or [] if isinstance(gpu, dict) and isinstance(gpu.get("index"), int)]
+    indices: list[int] = []
+    for gpu in found:
+        names = {str(gpu["index"]), str(gpu.get("uuid")), *(gpu.get("mig") or [])}
+        if not selected or names.intersection(selected):
+            indices.append(gpu["index"])
+    return indices
+
+
+def _nvlink(topology: dict[str, Any], indices: list[int]) -> tuple[str, list[str]]:
+    """How NVLink joins these GPUs: ("all" | "some" | "none" | "unknown", the NV# link types seen).
+
+    "unknown" when the topology does not cover every pair (nvidia-smi without topo, an older fact).
+    """
+    links = topology.get("links") or {}
+    pairs = [f"{first}-{second}" for first in sorted(indices) for second in sorted(indices) if first < second]
+    if not pairs or any(pair not in links for pair in pairs):
+        return "unknown", []
+    nvlinks = sorted({str(links[pair]) for pair in pairs if str(links[pair]).startswith("NV")})
+    nvlinked = sum(str(links[pair]).startswith("NV") for pair in pairs)
+    return ("all" if nvlinked == len(pairs) else "some" if nvlinked else "none"), nvlinks
 
 
 # dask_transport: (the protocol clients use to reach the scheduler, the protocol of the scheduler-worker and
@@ -99,14 +127,50 @@ def protocol(settings: dict[str, Any]) -> str:
     return transport(settings)[1]
 
 
+def _gpu_list(indices: list[int]) -> str:
+    """'0-3' for a run of three or more indices, else '0 and 1', '0, 2 and 5'."""
+    ordered = [str(index) for index in sorted(indices)]
+    if len(ordered) > 2 and sorted(indices) == list(range(min(indices), max(indices) + 1)):
+        return f"{ordered[0]}-{ordered[-1]}"
+    return " and ".join(part for part in (", ".join(ordered[:-1]), "".join(ordered[-1:])) if part)
+
+
 def advice(host: dict[str, Any], settings: dict[str, Any]) -> list[str]:
-    """What the host's hardware wants from the settings (printed, never refused)."""
-    if host.get("worker_mode") == "gpu" and host.get("worker_count", 0) >= MULTI_GPU and protocol(settings) != "ucx":
-        return [f"host {host['name']}: {host['worker_count']} GPU workers talk over TCP (dask_transport="
-                f"{settings.get('dask_transport', 'tls')}); graphs that move data between GPUs ran 10-100 times "
-                "slower than over UCX on 4 x H200 (docs/performance.md). Set dask_transport: tls-ucx to move data "
-                "over NVLink while clients keep mutual TLS (docs/transport.md)."]
-    return []
+    """What the host's hardware wants from the settings (printed, never refused).
+
+    A host with two or more GPU workers on a TCP transport is told to move device data over UCX, with what its
+    GPUs' interconnect (dask_host.topology) makes of the factor measured on NVLinked GPUs.
+    """
+    if host.get("worker_mode") != "gpu" or host.get("worker_count", 0) < MULTI_GPU or protocol(settings) == "ucx":
+        return []
+    topology = dict(host.get("topology") or {})
+    indices = _worker_gpus([str(gpu) for gpu in settings.get("dask_worker_gpus") or []],
+                           {"gpus": host.get("gpus") or []})
+    joined, kinds = _nvlink(topology, indices)
+    gpus = _gpu_list(indices)
+    start = (f"host {host['name']}: {host['worker_count']} GPU workers talk over TCP (dask_transport="
+             f"{settings.get('dask_transport', 'tls')})")
+    measured = "10-100 times slower than over UCX on 4 x H200 with NVLink (docs/performance.md)"
+    keep_tls = "while clients keep mutual TLS (docs/transport.md)."
+    if joined == "none":
+        layers = "socket and TLS layers" if protocol(settings) == "tls" else "socket layer"
+        return [f"{start}; GPUs {gpus} have no NVLink (PCIe only). UCX gains less here than the 10-100 times "
+                f"measured against TCP on 4 x H200 with NVLink (docs/performance.md), but it still moves device "
+                f"buffers without Python's {layers}. Set dask_transport: tls-ucx to move data between GPUs over "
+                f"UCX {keep_tls}"]
+    if joined == "all":
+        wired = f"; GPUs {gpus} are connected by NVLink ({', '.join(kinds)})"
+    elif joined == "some":
+        pairs = [pair for pair in topology.get("nvlink_pairs") or [] if pair[0] in indices and pair[1] in indices]
+        wired = (f"; NVLink ({', '.join(kinds)}) connects {len(pairs)} of the "
+                 f"{len(indices) * (len(indices) - 1) // 2} pairs of GPUs {gpus}, the others are PCIe only")
+    elif not topology.get("gpus"):
+        wired = "; their NVLink topology is unknown (nvidia-smi topo -m gave none)"
+    else:
+        wired = ""  # the workers are MIG instances of one GPU: no pair to name
+    return [f"{start}{wired}. Graphs that move data between GPUs ran {measured}. Set dask_transport: tls-ucx to "
+            f"move data over {'NVLink' if joined in ('all', 'some') else 'UCX (NVLink where there is one)'} "
+            f"{keep_tls}"]
 
 
 def cluster_model(settings: dict[str, Any], hosts: dict[str, dict[str, Any]], groups: dict[str, list[str]],

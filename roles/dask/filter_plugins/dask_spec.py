@@ -5,6 +5,11 @@ volumes, limits and GPU request. From a spec the same module renders `docker run
 community.docker.docker_container arguments (the client containers) and compose service commands
 (scripts/compose-gen.py), so a command line is written in one place. Inputs are the public facts of the
 cluster model (dask_model.py): dask_cluster, dask_host and dask_settings.
+
+GPUs (docs/gpu-request.md): a spec's `gpus` is "" (none), "all" (every GPU of the host) or the host's
+dask_worker_gpus joined by commas ("0,2"); `gpu_request` is how they reach the container: "gpus" (docker --gpus,
+NVIDIA's runtime) or "cdi" (CDI devices nvidia.com/gpu=NAME). A selection is made by the container's devices, not
+by CUDA_VISIBLE_DEVICES: the container sees only those GPUs, numbered from 0.
 """
 from __future__ import annotations
 
@@ -12,6 +17,56 @@ from typing import Any
 
 HOST_TLS = "{config}/tls"
 GPU_ULIMITS = {"memlock": "-1", "stack": "67108864"}
+# The CDI device kind of NVIDIA GPUs (nvidia-ctk cdi generate); each GPU is named by its index and its UUID.
+CDI_KIND = "nvidia.com/gpu"
+
+
+def gpu_devices(gpus: str) -> list[str]:
+    """The GPUs a spec's `gpus` names one by one; [] for "all" (and for "", no GPU)."""
+    return [] if gpus in ("", "all") else [device for device in gpus.split(",") if device]
+
+
+def cdi_devices(gpus: str) -> list[str]:
+    """CDI device names for a spec's `gpus`: nvidia.com/gpu=all, or one name per selected GPU."""
+    return [f"{CDI_KIND}={device}" for device in gpu_devices(gpus) or ["all"]]
+
+
+def gpu_request_args(gpus: str, request: str) -> list[str]:
+    """The `docker run` flags that hand the GPUs to the container (none for "")."""
+    if not gpus:
+        return []
+    if request == "cdi":
+        return [arg for name in cdi_devices(gpus) for arg in ("--device", name)]
+    devices = gpu_devices(gpus)
+    # --gpus reads its value as CSV: a list of devices must be quoted inside the value.
+    return ["--gpus", f'"device={",".join(devices)}"' if devices else "all"]
+
+
+def gpu_device_requests(gpus: str, request: str) -> list[dict[str, Any]]:
+    """The Docker API's DeviceRequests for a spec's GPUs (docker_container's device_requests; compose's
+    deploy.resources.reservations.devices), as the docker CLI makes them from --gpus and --device."""
+    if not gpus:
+        return []
+    if request == "cdi":
+        return [{"driver": "cdi", "device_ids": cdi_devices(gpus)}]
+    devices = gpu_devices(gpus)
+    selected: dict[str, Any] = {"device_ids": devices} if devices else {"count": -1}
+    return [{"driver": "nvidia", **selected, "capabilities": [["gpu"]]}]
+
+
+def _gpu_selection(host: dict[str, Any], settings: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """(the spec's `gpus`, its environment) for the host's dask_worker_gpus.
+
+    The container holds only the selected GPUs, so dask-cuda needs no CUDA_VISIBLE_DEVICES; except for MIG
+    instances, which dask-cuda cannot count from NVML: there the selection is named by UUIDs (unchanged inside the
+    container), an index by its GPU's UUID.
+    """
+    selected = [str(gpu) for gpu in settings.get("dask_worker_gpus") or []]
+    if not any(gpu.startswith("MIG-") for gpu in selected):
+        return ",".join(selected) or "all", {}
+    uuids = {str(gpu.get("index")): str(gpu.get("uuid")) for gpu in host.get("gpus") or []
+             if isinstance(gpu, dict) and gpu.get("uuid")}
+    return ",".join(selected), {"CUDA_VISIBLE_DEVICES": ",".join(uuids.get(gpu, gpu) for gpu in selected)}
 
 
 def _tls_dir(cluster: dict[str, Any]) -> str:
@@ -129,13 +184,13 @@ def worker_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
         rmm_for_cupy=bool(settings.get("dask_worker_rmm_for_cupy")), extra=settings.get("dask_worker_extra_args"))
     env = {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(tls),
            "DASK_HEALTH_URL": f"http://127.0.0.1:{http_port}/health"}
-    if settings.get("dask_worker_gpus"):
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(gpu_id) for gpu_id in settings["dask_worker_gpus"])
+    gpus, gpu_env = _gpu_selection(host, settings) if gpu else ("", {})
+    env.update(gpu_env)
     spec.update(env=env, shm_size="1g", stop_timeout=int(settings["dask_worker_stop_timeout"]))
     # Workers that speak UCX (tls-ucx) hold no TLS key: only the scheduler and clients use TLS.
     spec["volumes"] = [f"{cluster['paths']['data']}/worker:{local}"] + (spec["volumes"] if tls else [])
     if gpu:
-        spec.update(gpus="all", gpu_request=settings["dask_worker_gpu_request"], ulimits=dict(GPU_ULIMITS),
+        spec.update(gpus=gpus, gpu_request=settings["dask_worker_gpu_request"], ulimits=dict(GPU_ULIMITS),
                     after=["nvidia-persistenced.service"], wants=["nvidia-persistenced.service"])
     return spec
 
@@ -182,7 +237,8 @@ def client_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
     reports = f"{cluster['paths']['data']}/reports:{cluster['paths']['container']['reports']}"
     spec["volumes"] = spec["volumes"] + [reports]
     if kind == "bench" and host["worker_mode"] == "gpu":
-        spec.update(gpus="all", gpu_request=settings["dask_worker_gpu_request"])
+        gpus, gpu_env = _gpu_selection(host, settings)
+        spec.update(gpus=gpus, gpu_request=settings["dask_worker_gpu_request"], env={**spec["env"], **gpu_env})
     return spec
 
 
@@ -201,9 +257,7 @@ def docker_run_args(spec: dict[str, Any]) -> list[str]:
         args += ["--shm-size", spec["shm_size"]]
     for volume in spec["volumes"]:
         args += ["--volume", volume]
-    if spec["gpus"]:
-        cdi = spec["gpu_request"] != "gpus"
-        args += ["--device", f"nvidia.com/gpu={spec['gpus']}"] if cdi else ["--gpus", spec["gpus"]]
+    args += gpu_request_args(spec["gpus"], spec["gpu_request"])
     for name, value in spec["ulimits"].items():
         args += ["--ulimit", f"{name}={value}"]
     return args
@@ -221,10 +275,10 @@ def container_args(spec: dict[str, Any]) -> dict[str, Any]:
         args["shm_size"] = spec["shm_size"]
     if spec["ulimits"]:
         args["ulimits"] = [f"{name}:{value}:{value}" for name, value in spec["ulimits"].items()]
-    if spec["gpus"] and spec["gpu_request"] == "gpus":
-        args["device_requests"] = [{"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}]
-    elif spec["gpus"]:
-        args["devices"] = [f"nvidia.com/gpu={spec['gpus']}"]
+    # CDI devices too go in device_requests (driver cdi), as the docker CLI sends --device nvidia.com/gpu=...:
+    # docker_container's `devices` takes host paths only.
+    if spec["gpus"]:
+        args["device_requests"] = gpu_device_requests(spec["gpus"], spec["gpu_request"])
     return args
 
 

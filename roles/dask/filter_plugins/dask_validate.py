@@ -58,6 +58,8 @@ LIST_SUFFIX = " (list)"
 WORKER_GROUPS = ("dask_cuda_workers", "dask_cpu_workers")
 # The oldest NVIDIA driver each CUDA major of the images runs on.
 DRIVER_NEEDED = {"12": 535, "13": 580}
+# The oldest Docker with CDI devices (dask_worker_gpu_request: cdi).
+DOCKER_CDI = 25
 
 # Sizes as dask.utils.parse_bytes reads them (spaces dropped, units in any case); a bare number with a
 # decimal point is a fraction (dask-cuda: a number <= 1 is a fraction of the device's memory).
@@ -75,6 +77,13 @@ LINE_BREAK = re.compile(r"[\r\n\x00]")
 BOOL_WORDS = {"true": True, "yes": True, "on": True, "y": True, "t": True, "1": True,
               "false": False, "no": False, "off": False, "n": False, "f": False, "0": False}
 
+
+
+def _is_loopback(address: Any) -> bool:
+    try:
+        return ipaddress.IPv4Address(str(address)).is_loopback
+    except ValueError:
+        return False
 
 class SpecError(ValueError):
     """An argument spec the grammar cannot read (a bug in a role, reported as a problem)."""
@@ -502,10 +511,6 @@ class Checker:
             self.add(f"dask_transport={transport} needs dask_firewall_enabled: true: UCX listeners have no "
                      f"authentication, and the firewall is what lets only the cluster's hosts reach "
                      f"{self.bind_address() or 'the cluster address'} (docs/transport.md)")
-        profile = self.get("dask_image_profile")
-        if transport in ("ucx", "tls-ucx") and profile is not None and profile != "full":
-            self.add(f"dask_transport={transport} needs UCX (distributed-ucxx), which only the full image profile has "
-                     f"(dask_image_profile={profile}); set dask_image_profile: full")
         if transport == "tls-ucx":
             ucx_port = self.get("dask_scheduler_ucx_port")
             if ucx_port is not None and ucx_port in (scheduler_port, dashboard_port):
@@ -621,7 +626,8 @@ class Checker:
         address, interface = self.get("dask_cluster_address"), self.get("dask_cluster_interface")
         interfaces = ", ".join(self.interfaces()) or "none"
         if address:
-            if address not in self.host_addresses():
+            # A loopback address belongs to every host, also where Ansible saw no interfaces (no `ip` binary).
+            if address not in self.host_addresses() and not _is_loopback(address):
                 self.add(f"dask_cluster_address ({show(address)}) is not an IPv4 address of this host (its addresses: "
                          f"{', '.join(self.host_addresses()) or 'none'})")
         elif interface:
@@ -657,13 +663,22 @@ class Checker:
         if needed is not None and (driver is None or driver < needed):
             self.add(f"NVIDIA driver {self.gpus.get('driver_version')} is too old for CUDA {major} images (needs >= "
                      f"{needed}); upgrade the driver or set dask_cuda_major: \"12\"")
-        profile = self.get("dask_image_profile")
-        if profile is not None and profile != "full" and (
-                self.get("dask_worker_rmm_pool_size") or self.get("dask_worker_rmm_for_cupy") is True):
-            self.add("dask_worker_rmm_pool_size / dask_worker_rmm_for_cupy need RMM, which only the full image "
-                     f"profile has (dask_image_profile={profile}); set dask_image_profile: full or drop them")
+        self.check_cdi()
         selected = self.selected_gpus()
         self.check_memory(selected)
+
+    def check_cdi(self) -> None:
+        """CDI devices need Docker >= 25. Docker's version is known from role docker_engine's local fact
+        (ansible_local.docker_engine) once it has run on the host; the toolkit role checks again after installing."""
+        if self.get("dask_worker_gpu_request") != "cdi":
+            return
+        docker = _mapping(_mapping(self.facts.get("ansible_local")).get("docker_engine"))
+        version = str(docker.get("server_version") or "")
+        major = as_int(version.split(".")[0]) if version else None
+        if major is not None and major < DOCKER_CDI:
+            self.add(f"dask_worker_gpu_request=cdi needs Docker >= {DOCKER_CDI} (CDI devices), but Docker on this host "
+                     f"is {version} (ansible_local.docker_engine). Install a newer Docker (docker_engine_source: "
+                     "upstream) or set dask_worker_gpu_request: gpus (NVIDIA's runtime) for this host.")
 
     def selected_gpus(self) -> list[Mapping[str, Any]]:
         """The GPUs the workers use (all when dask_worker_gpus is empty), after checking each entry."""

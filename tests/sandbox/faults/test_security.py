@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime
 import socket
-import ssl
 from pathlib import Path
 
 import live
@@ -34,30 +33,12 @@ def test_the_client_bundle_connects() -> None:
         assert len(client.scheduler_info()["workers"]) >= 1
 
 
-def tls_exchange(cert: tuple[str, str] | None) -> str:
-    """Open a TLS connection to the scheduler that trusts the cluster's CA, presenting `cert` (or none), send a
-    and read: 'answered' when the scheduler sends its comm handshake, else what ended the connection."""
-    env = live.bundle()
-    context = ssl.create_default_context(cafile=env["DASK_DISTRIBUTED__COMM__TLS__CA_FILE"])
-    context.check_hostname = False
-    if cert:
-        context.load_cert_chain(*cert)
-    host = live.address(live.SCHEDULER)
-    try:
-        with socket.create_connection((host, SCHEDULER_PORT), timeout=5) as raw, context.wrap_socket(raw) as tls:
-            return "closed" if tls.recv(1) == b"" else "answered"
-    except TimeoutError:
-        return "kept open"
-    except (ssl.SSLError, ConnectionError) as exc:
-        return f"{type(exc).__name__}: {exc}"
-
-
 def test_a_client_without_a_certificate_is_refused() -> None:
     env = live.bundle()
     bundle_cert = (env["DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT"], env["DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY"])
     # The control: with the bundle's certificate the scheduler sends its comm handshake.
-    assert tls_exchange(bundle_cert) == "answered"
-    outcome = tls_exchange(None)
+    assert live.tls_exchange(bundle_cert) == "answered"
+    outcome = live.tls_exchange(None)
     assert "certificate required" in outcome or outcome == "closed", outcome
     live.record("security", {"case": "TLS client without a certificate", "outcome": outcome})
 

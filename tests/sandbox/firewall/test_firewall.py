@@ -2,13 +2,9 @@
 allow list cannot open a connection to any Dask port, cluster hosts and the controller still can."""
 from __future__ import annotations
 
-import json
-import subprocess
-
 import live
 import pytest
 
-OUTSIDER_IP = "10.231.7.50"
 HOSTS = (live.SCHEDULER, *live.WORKERS)
 
 
@@ -29,18 +25,6 @@ def dask_ports() -> list[tuple[str, int]]:
     return ports
 
 
-def probe_from_container(targets: list[tuple[str, int]], *docker_args: str) -> dict[str, str]:
-    """Try each target from a fresh container on the sandbox network; 'open' or the error's name."""
-    script = ("import json, socket, sys\nout = {}\nfor host, port in json.loads(sys.argv[1]):\n"
-              "    try:\n        socket.create_connection((host, port), timeout=5).close(); r = 'open'\n"
-              "    except OSError as e:\n        r = type(e).__name__\n"
-              "    out[f'{host}:{port}'] = r\nprint(json.dumps(out))")
-    run = subprocess.run(["docker", "run", "--rm", "--network", live.NETWORK, *docker_args, "--entrypoint", "python3",
-                          "dask-sandbox-host:bookworm", "-c", script, json.dumps(targets)],
-                         capture_output=True, text=True, check=True, timeout=120)
-    return dict(json.loads(run.stdout))
-
-
 def test_every_host_has_the_table_and_its_unit() -> None:
     for host in HOSTS:
         table = live.on_host(host, "nft", "list", "table", "inet", "dask_firewall").stdout
@@ -49,9 +33,9 @@ def test_every_host_has_the_table_and_its_unit() -> None:
 
 
 def test_an_outsider_cannot_connect_to_any_dask_port(dask_ports: list[tuple[str, int]]) -> None:
-    results = probe_from_container(dask_ports, "--ip", OUTSIDER_IP)
+    results = live.probe_from_container(dask_ports, "--ip", live.OUTSIDER_IP)
     assert set(results.values()) == {"ConnectionRefusedError"}, results
-    live.record("firewall", {"from": OUTSIDER_IP, "refused": ", ".join(sorted(results))})
+    live.record("firewall", {"from": live.OUTSIDER_IP, "refused": ", ".join(sorted(results))})
 
 
 def test_a_cluster_host_and_the_controller_still_connect(dask_ports: list[tuple[str, int]]) -> None:

@@ -45,16 +45,28 @@ def to_float(value: Any) -> float:
     return float(value.get() if hasattr(value, "get") else value)
 
 
+def client_meta(backend: str) -> Any:
+    """An empty array of the chunk type when the client can make one, else NumPy's.
+
+    A client needs no GPU: a controller without CuPy, or a client container given no GPU (CuPy imports there,
+    but allocating fails with cudaErrorInsufficientDriver or cudaErrorNoDevice), gets NumPy's meta; the blocks
+    are still made and reduced on the workers with the backend.
+    """
+    import numpy
+
+    try:
+        xp = importlib.import_module(backend)
+        return xp.empty((0, 0), dtype=xp.float64)
+    except Exception:  # ImportError, or CuPy's CUDARuntimeError without a usable GPU
+        return numpy.empty((0, 0), dtype=numpy.float64)
+
+
 def build(n: int, chunk: int, backend: str) -> Any:
     """The lazy Dask graph for the workload; compute it to get a float."""
     import dask.array as da
     from dask.delayed import delayed
 
-    try:  # meta of the chunk type when the client has the backend, else NumPy's (a controller without CuPy)
-        xp = importlib.import_module(backend)
-    except ImportError:
-        xp = importlib.import_module("numpy")
-    meta = xp.empty((0, 0), dtype=xp.float64)
+    meta = client_meta(backend)
     chunks = ((chunk,) * (n // chunk) + ((n % chunk,) if n % chunk else ()),) * 2
     x = da.map_blocks(make_block, backend, chunks=chunks, dtype="f8", meta=meta, name=f"verify-x-{n}-{chunk}")
     z = x + x.T

@@ -1,4 +1,5 @@
 #!/bin/sh
 # Rendered by playbooks/render-commands.yml for bigmem01: the dask-worker command line and
-# environment exactly as its container runs them (container paths: /etc/dask/tls, /var/lib/dask).
+# environment exactly as its container runs them (container paths: /etc/dask/tls, /var/lib/dask). A GPU selection,
+# which the container gets as its only devices, is CUDA_VISIBLE_DEVICES here.
 exec env DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION=True DASK_HEALTH_URL=http://127.0.0.1:8790/health dask worker tls://127.0.0.1:8786 --host 127.0.0.1 --name bigmem01 --nthreads 32 --memory-limit 0.9 --local-directory /var/lib/dask --death-timeout 60 --dashboard-address 127.0.0.1:8790 --tls-ca-file /etc/dask/tls/ca.crt --tls-cert /etc/dask/tls/host.crt --tls-key /etc/dask/tls/host.key --nworkers 1 "$@"

@@ -1,0 +1,5 @@
+#!/bin/sh
+# Rendered by playbooks/render-commands.yml for gpu03: the dask-worker command line and
+# environment exactly as its container runs them (container paths: /etc/dask/tls, /var/lib/dask). A GPU selection,
+# which the container gets as its only devices, is CUDA_VISIBLE_DEVICES here.
+exec env CUDA_VISIBLE_DEVICES=0,GPU-a5a3d0c8-e07b-3948-f39d-210d64cd64d1 DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION=True DASK_HEALTH_URL=http://127.0.0.1:8790/health dask cuda worker tls://127.0.0.1:8786 --host 127.0.0.1 --name gpu03 --nthreads 1 --memory-limit auto --local-directory /var/lib/dask --death-timeout 60 --dashboard-address 127.0.0.1:8790 --tls-ca-file /etc/dask/tls/ca.crt --tls-cert /etc/dask/tls/host.crt --tls-key /etc/dask/tls/host.key --device-memory-limit 0.8 --resources GPU=1 "$@"
