@@ -142,7 +142,7 @@ GPU_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]] = 
     ("unknown GPU request", gpu_host(dask_worker_gpu_request="nvidia"), None,
      ["host g1", "dask_worker_gpu_request (\"nvidia\") must be one of gpus, cdi"]),
     ("the toolkit's old CDI switch", gpu_host(nvidia_container_toolkit_cdi=True), None,
-     ["host g1: unknown variable(s) nvidia_container_toolkit_cdi"]),
+     ["host g1: unknown variable(s) nvidia_container_toolkit_cdi (replaced by dask_worker_gpu_request: cdi"]),
 ]
 
 

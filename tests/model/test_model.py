@@ -180,3 +180,16 @@ def test_advice_without_a_topology_says_it_is_unknown(model: ModuleType) -> None
     assert "10-100 times" in text and "Set dask_transport: tls-ucx" in text
     [mig] = model.advice(gpu_host(1, topology(1, "X"), worker_count=2), {"dask_worker_gpus": ["MIG-0a", "MIG-0b"]})
     assert "unknown" not in mig and "Set dask_transport: tls-ucx" in mig
+
+
+def test_ucx_keeps_to_the_cluster_interface(model: ModuleType) -> None:
+    """UCX_NET_DEVICES: the interface of the bind address (not docker0), the setting when given, none on lo."""
+    facts = {"interfaces": ["lo", "docker0", "eth0"], "default_ipv4": {"address": "10.0.0.5"},
+             "eth0": {"device": "eth0", "ipv4": {"address": "10.0.0.5"}},
+             "docker0": {"device": "docker0", "ipv4": {"address": "172.17.0.1"}},
+             "lo": {"device": "lo", "ipv4": {"address": "127.0.0.1"}}}
+    assert model.host_model("s1", settings(model), facts, {}, GROUPS)["ucx_net_devices"] == "eth0"
+    ib = settings(model, dask_ucx_net_devices="mlx5_0:1,eth0")
+    assert model.host_model("s1", ib, facts, {}, GROUPS)["ucx_net_devices"] == "mlx5_0:1,eth0"
+    local = settings(model, dask_cluster_address="127.0.0.1")
+    assert model.host_model("s1", local, facts, {}, GROUPS)["ucx_net_devices"] == ""

@@ -126,6 +126,13 @@ def test_tls_ucx_scheduler_listens_on_both_and_workers_speak_ucx_without_tls_fil
     worker = builder.worker_spec(mixed, GPU_HOST, SETTINGS)
     assert worker["argv"][3] == "ucx://10.0.0.1:8788"
     assert not any("tls" in arg for arg in worker["argv"]) and not any("tls" in v for v in worker["volumes"])
+    assert "UCX_NET_DEVICES" not in worker["env"]  # unknown interface: UCX's default
+    on_eth0 = builder.worker_spec(mixed, {**GPU_HOST, "ucx_net_devices": "eth0"}, SETTINGS)
+    assert on_eth0["env"]["UCX_NET_DEVICES"] == "eth0"
+    sched_eth0 = builder.scheduler_spec(mixed, {"bind_address": "10.0.0.1", "ucx_net_devices": "eth0"}, SETTINGS)
+    assert sched_eth0["env"]["UCX_NET_DEVICES"] == "eth0"
+    assert "UCX_NET_DEVICES" not in builder.worker_spec(CLUSTER, {**GPU_HOST, "ucx_net_devices": "eth0"},
+                                                        SETTINGS)["env"]  # tls: no UCX
     verify = builder.client_spec(mixed, GPU_HOST, SETTINGS, "verify", "v.json")
     assert verify["argv"][verify["argv"].index("--scheduler") + 1] == "tls://10.0.0.1:8786"
     assert verify["env"]["DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION"] == "True"

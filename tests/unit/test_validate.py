@@ -507,3 +507,13 @@ def test_loopback_is_an_address_of_every_host_also_without_interface_facts() -> 
     assert problems(bare) == []
     bare["settings"]["dask_cluster_address"] = "10.9.9.9"
     one(bare, 'dask_cluster_address ("10.9.9.9") is not an IPv4 address of this host (its addresses: none)')
+
+
+def test_a_replaced_variable_names_its_replacement() -> None:
+    one(context("s1", dask_tls_enabled=False), "dask_tls_enabled (replaced by dask_transport")
+    one(context("s1", dask_ucx_enabled=True), "dask_ucx_enabled (replaced by dask_transport: tls-ucx")
+
+
+def test_the_ucx_port_cannot_be_opened_to_everyone() -> None:
+    one(context("s1", dask_transport="tls-ucx", dask_firewall_enabled=True, dask_firewall_open_ports=[22, 8788]),
+        "must not hold dask_scheduler_ucx_port (8788)")

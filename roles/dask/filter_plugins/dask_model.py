@@ -55,6 +55,25 @@ def bind_address(settings: dict[str, Any], facts: dict[str, Any]) -> str:
     return str((facts.get("default_ipv4") or {}).get("address") or "")
 
 
+def interface_of(address: str, facts: dict[str, Any]) -> str:
+    """The name of the interface that carries an IPv4 address in Ansible's facts ('' when unknown)."""
+    for name in facts.get("interfaces") or []:
+        found = facts.get(str(name).replace("-", "_")) or {}
+        entries = [found.get("ipv4") or {}] + list(found.get("ipv4_secondaries") or [])
+        if address and any(entry.get("address") == address for entry in entries if isinstance(entry, dict)):
+            return str(found.get("device") or name)
+    return ""
+
+
+def ucx_net_devices(settings: dict[str, Any], address: str, facts: dict[str, Any]) -> str:
+    """UCX_NET_DEVICES for the UCX modes: the setting, else the cluster interface (never docker0 or another
+    host network), '' on loopback or when the interface is unknown (UCX's default: every device)."""
+    if settings.get("dask_ucx_net_devices"):
+        return str(settings["dask_ucx_net_devices"])
+    interface = interface_of(address, facts)
+    return "" if interface in ("", "lo") else interface
+
+
 def host_model(host: str, settings: dict[str, Any], facts: dict[str, Any], gpus: dict[str, Any],
                groups: dict[str, list[str]]) -> dict[str, Any]:
     """What one host runs and how: its address, its worker mode, count and threads."""
@@ -68,9 +87,11 @@ def host_model(host: str, settings: dict[str, Any], facts: dict[str, Any], gpus:
     if nthreads <= 0:
         nthreads = 1 if mode == "gpu" else int(facts.get("processor_vcpus") or 1)
     topology = dict(gpus.get("topology") or {})
+    address = bind_address(settings, facts)
     return {
         "name": host,
-        "bind_address": bind_address(settings, facts),
+        "bind_address": address,
+        "ucx_net_devices": ucx_net_devices(settings, address, facts),
         "scheduler": host in _group(groups, "dask_scheduler"),
         "worker": is_worker,
         "worker_mode": mode,

@@ -131,9 +131,16 @@ def scheduler_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict
                             settings.get("dask_scheduler_extra_args") or [], cluster.get("scheduler_ucx_port")),
         # The root filesystem is read-only: CuPy, imported when graphs are unpickled, caches in /tmp.
         env={"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(bool(cluster["tls"])), "CUPY_CACHE_DIR": "/tmp/cupy",
-             "DASK_HEALTH_URL": f"http://{health}:{cluster['dashboard_port']}/health"},
+             "DASK_HEALTH_URL": f"http://{health}:{cluster['dashboard_port']}/health", **ucx_env(cluster, host)},
         read_only=True, tmpfs=["/tmp"], stop_timeout=int(settings["dask_scheduler_stop_timeout"]))
     return spec
+
+
+def ucx_env(cluster: dict[str, Any], host: dict[str, Any]) -> dict[str, str]:
+    """UCX keeps to the cluster's network (UCX_NET_DEVICES): with every device it also tries docker0's
+    172.17.0.1, which is every Docker host's own address."""
+    devices = host.get("ucx_net_devices") or ""
+    return {"UCX_NET_DEVICES": str(devices)} if cluster["protocol"] == "ucx" and devices else {}
 
 
 def worker_argv(gpu: bool, scheduler: str, *, host: str | None, name: str | None, nthreads: int | None,
@@ -183,7 +190,7 @@ def worker_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
         rmm_pool_size=str(settings.get("dask_worker_rmm_pool_size") or ""),
         rmm_for_cupy=bool(settings.get("dask_worker_rmm_for_cupy")), extra=settings.get("dask_worker_extra_args"))
     env = {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(tls),
-           "DASK_HEALTH_URL": f"http://127.0.0.1:{http_port}/health"}
+           "DASK_HEALTH_URL": f"http://127.0.0.1:{http_port}/health", **ucx_env(cluster, host)}
     gpus, gpu_env = _gpu_selection(host, settings) if gpu else ("", {})
     env.update(gpu_env)
     spec.update(env=env, shm_size="1g", stop_timeout=int(settings["dask_worker_stop_timeout"]))

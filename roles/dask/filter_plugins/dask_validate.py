@@ -79,6 +79,13 @@ BOOL_WORDS = {"true": True, "yes": True, "on": True, "y": True, "t": True, "1": 
 
 
 
+# Variables that were replaced: what to set instead (a did-you-mean of similar spelling would mislead).
+RENAMED = {
+    "dask_tls_enabled": "replaced by dask_transport: tls (default), tls-ucx, ucx or tcp",
+    "dask_ucx_enabled": "replaced by dask_transport: tls-ucx (clients keep TLS) or ucx",
+    "nvidia_container_toolkit_cdi": "replaced by dask_worker_gpu_request: cdi, which also turns CDI on in the toolkit",
+}
+
 def _is_loopback(address: Any) -> bool:
     try:
         return ipaddress.IPv4Address(str(address)).is_loopback
@@ -431,7 +438,8 @@ class Checker:
                     self.inventory(f"roles/{role}/meta/argument_specs.yml: option {name} {error}")
         unknown = sorted(set(self.set_names) - known)
         if unknown:
-            hints = [f"{name} (did you mean {close[0]}?)" if close else name
+            hints = [f"{name} ({RENAMED[name]})" if name in RENAMED
+                     else f"{name} (did you mean {close[0]}?)" if close else name
                      for name in unknown for close in [difflib.get_close_matches(name, sorted(known), n=1)]]
             self.add(f"unknown variable(s) {'; '.join(hints)}; known ones are listed in the README "
                      "(Inventory variables). Misspelt?")
@@ -519,10 +527,13 @@ class Checker:
         if self.get("dask_images_distribution") == "registry" and self.get("dask_images_registry") == "":
             self.add("dask_images_distribution=registry needs dask_images_registry (host:port[/path])")
         open_ports = self.get("dask_firewall_open_ports")
-        if self.get("dask_firewall_enabled") is True and open_ports is not None and scheduler_port in open_ports:
-            self.add(f"dask_firewall_open_ports ({', '.join(str(port) for port in open_ports)}) must not hold "
-                     f"dask_scheduler_port ({scheduler_port}): that port would be open to everyone. List clients in "
-                     "dask_firewall_allowed_sources instead.")
+        if self.get("dask_firewall_enabled") is True and open_ports is not None:
+            ucx_port = self.get("dask_scheduler_ucx_port") if transport == "tls-ucx" else None
+            for name, port in (("dask_scheduler_port", scheduler_port), ("dask_scheduler_ucx_port", ucx_port)):
+                if port is not None and port in open_ports:
+                    self.add(f"dask_firewall_open_ports ({', '.join(str(p) for p in open_ports)}) must not hold "
+                             f"{name} ({port}): that port would be open to everyone. List clients in "
+                             "dask_firewall_allowed_sources instead.")
         self.check_acknowledgements()
         if self.is_worker:
             self.check_worker_ports()

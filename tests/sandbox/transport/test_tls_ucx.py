@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 VARS = f"@{live.ROOT / 'molecule' / 'default' / 'vars' / 'side-effect.yml'}"
-SCHEDULER_TLS_PORT, SCHEDULER_UCX_PORT = 8786, 8788
+SCHEDULER_UCX_PORT = 8788  # dask_scheduler_ucx_port's default
 
 
 def converge(transport: str) -> None:
@@ -23,11 +23,16 @@ def converge(transport: str) -> None:
     print(f"[transport] site.yml with dask_transport={transport}: ok", flush=True)
 
 
+def worker_count() -> int:
+    with live.connect() as client:
+        return len(live.workers(client))
+
+
 @pytest.fixture(scope="module")
 def ucx_cluster() -> Iterator[dict[str, list[tuple[str, int]]]]:
-    converge("tls-ucx")
     try:
-        live.wait_until(lambda: len(live.workers(live.connect())) == 2, 180, "2 workers over UCX")
+        converge("tls-ucx")
+        live.wait_until(lambda: worker_count() == 2, 180, "2 workers over UCX")
         with live.connect() as client:
             info = client.scheduler_info(n_workers=-1)["workers"]
         ucx = [(live.address(live.SCHEDULER), SCHEDULER_UCX_PORT)]
@@ -44,6 +49,9 @@ def ucx_cluster() -> Iterator[dict[str, list[tuple[str, int]]]]:
 def test_workers_talk_ucx_and_a_tls_client_computes_and_gathers(ucx_cluster: dict) -> None:
     assert sorted(a.split("://")[0] for a in ucx_cluster["addresses"]) == ["ucx", "ucx"], ucx_cluster
     assert live.scheduler_address().startswith("tls://")
+    for host, unit in ((live.SCHEDULER, "dask-scheduler"), (live.WORKERS[0], "dask-worker")):
+        env = live.on_host(host, "cat", f"/etc/dask/{unit}.env").stdout  # UCX keeps off docker0
+        assert "UCX_NET_DEVICES=eth0" in env, (host, env)
     x = np.arange(400 * 400, dtype="f8").reshape(400, 400)
     with live.connect() as client:
         y = client.persist(da.from_array(x, chunks=100))  # blocks on both workers: x + x.T moves them over UCX
