@@ -90,6 +90,10 @@ for config in $configs; do
       python3 tests/gpu/gather_probe.py "$address" "${probe[@]}" > "$dir/gather.txt" 2>&1 \
         || { echo "gather probe FAILED ($config)"; status=1; }
       grep -E '^(PASS|FAIL|pass|fail)' "$dir/gather.txt"
+      # Each GPU worker's own GPU in its /metrics (dask_gpu_verify.gpu_metrics, issue 13).
+      python3 tests/gpu/gpu_metrics_probe.py "$address" > "$dir/gpu-metrics.txt" 2>&1 \
+        || { echo "GPU metrics probe FAILED ($config)"; status=1; }
+      grep -E '^(PASS|FAIL)' "$dir/gpu-metrics.txt" || tail -5 "$dir/gpu-metrics.txt"
       ;;
     bare-tcp*)
       unset DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION DASK_DISTRIBUTED__COMM__TLS__CA_FILE \

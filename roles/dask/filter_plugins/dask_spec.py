@@ -143,6 +143,10 @@ def ucx_env(cluster: dict[str, Any], host: dict[str, Any]) -> dict[str, str]:
     return {"UCX_NET_DEVICES": str(devices)} if cluster["protocol"] == "ucx" and devices else {}
 
 
+# Worker preload of GPU workers: the worker's own GPU (NVML) in its /metrics, read at each scrape.
+GPU_METRICS_PRELOAD = "dask_gpu_verify.gpu_metrics"
+
+
 def worker_argv(gpu: bool, scheduler: str, *, host: str | None, name: str | None, nthreads: int | None,
                 memory_limit: str | None, local_dir: str, death_timeout: int, http_port: int,
                 port_range: str = "", tls: dict[str, str] | None = None, device_memory_limit: str | None = None,
@@ -162,7 +166,7 @@ def worker_argv(gpu: bool, scheduler: str, *, host: str | None, name: str | None
     if gpu:
         if device_memory_limit is not None:
             argv += ["--device-memory-limit", str(device_memory_limit)]
-        argv += ["--resources", "GPU=1"]
+        argv += ["--resources", "GPU=1", "--preload", GPU_METRICS_PRELOAD]
         if rmm_pool_size:
             argv += ["--rmm-pool-size", str(rmm_pool_size)]
         if rmm_for_cupy:
