@@ -442,6 +442,9 @@ def test_cdi_needs_docker_25_where_docker_engine_recorded_an_older_one() -> None
         "dask_worker_gpu_request=cdi needs Docker >= 25", "is 20.10.24+dfsg1", "dask_worker_gpu_request: gpus")
     for fine in ("25.0.0", "26.1.5+dfsg1", "29.2.1"):
         assert problems(docker(context("g1", dask_worker_gpu_request="cdi"), fine)) == []
+    # The same run moves the host to Docker CE (the advice of the message): the toolkit role checks after it.
+    assert problems(docker(context("g1", dask_worker_gpu_request="cdi", docker_engine_source="upstream"),
+                           "20.10.24+dfsg1")) == []
     # Unknown (Docker not installed yet: the toolkit role checks once it is), or not asked for: nothing to say.
     assert problems(context("g1", dask_worker_gpu_request="cdi")) == []
     assert problems(docker(context("g1", dask_worker_gpu_request="cdi"), None)) == []

@@ -686,7 +686,9 @@ class Checker:
         docker = _mapping(_mapping(self.facts.get("ansible_local")).get("docker_engine"))
         version = str(docker.get("server_version") or "")
         major = as_int(version.split(".")[0]) if version else None
-        if major is not None and major < DOCKER_CDI:
+        # With docker_engine_source upstream this run installs Docker CE first (the toolkit role checks the
+        # version again once Docker is installed), so an older recorded version is no reason to stop.
+        if major is not None and major < DOCKER_CDI and self.get("docker_engine_source") != "upstream":
             self.add(f"dask_worker_gpu_request=cdi needs Docker >= {DOCKER_CDI} (CDI devices), but Docker on this host "
                      f"is {version} (ansible_local.docker_engine). Install a newer Docker (docker_engine_source: "
                      "upstream) or set dask_worker_gpu_request: gpus (NVIDIA's runtime) for this host.")
