@@ -193,3 +193,49 @@ def test_ucx_keeps_to_the_cluster_interface(model: ModuleType) -> None:
     assert model.host_model("s1", ib, facts, {}, GROUPS)["ucx_net_devices"] == "mlx5_0:1,eth0"
     local = settings(model, dask_cluster_address="127.0.0.1")
     assert model.host_model("s1", local, facts, {}, GROUPS)["ucx_net_devices"] == ""
+
+
+def monitored(model: ModuleType, groups: dict[str, list[str]], **values: Any) -> dict[str, Any]:
+    """The monitoring part of a cluster model: s1 10.0.0.1, g1 10.0.0.2 (2 GPUs), g2 10.0.0.3, c1 10.0.0.4."""
+    resolved = settings(model, dask_monitoring_enabled=True, **values)
+    addresses = {"s1": "10.0.0.1", "g1": "10.0.0.2", "g2": "10.0.0.3", "c1": "10.0.0.4"}
+    hosts = {name: model.host_model(name, resolved, {"default_ipv4": {"address": address}, "processor_vcpus": 4},
+                                    TWO_GPUS if name.startswith("g") else {"count": 0}, groups)
+             for name, address in addresses.items()}
+    return dict(model.cluster_model(resolved, hosts, groups, "abc")["monitoring"])
+
+
+def test_monitoring_targets_come_from_the_inventory_one_per_worker_on_fixed_ports(model: ModuleType) -> None:
+    monitoring = monitored(model, GROUPS)
+    assert (monitoring["enabled"], monitoring["host"], monitoring["scheduler_target"]) == (True, "s1", "127.0.0.1:8787")
+    workers = [(config["targets"][0], config["labels"]) for config in monitoring["jobs"]["dask-workers"]]
+    assert workers == [
+        ("10.0.0.2:8790", {"host": "g1", "worker": "0", "mode": "gpu"}),
+        ("10.0.0.2:8791", {"host": "g1", "worker": "1", "mode": "gpu"}),
+        ("10.0.0.3:8790", {"host": "g2", "worker": "0", "mode": "gpu"}),
+        ("10.0.0.3:8791", {"host": "g2", "worker": "1", "mode": "gpu"}),
+        ("10.0.0.4:8790", {"host": "c1", "worker": "0", "mode": "cpu"})]
+    nodes = [config["targets"][0] for config in monitoring["jobs"]["node"]]
+    assert nodes == ["10.0.0.1:9100", "10.0.0.2:9100", "10.0.0.3:9100", "10.0.0.4:9100"]
+    assert "dcgm" not in monitoring["jobs"]
+    # Adding a host adds its targets; dcgm-exporter targets only on GPU hosts, only when asked.
+    grown = monitored(model, {**GROUPS, "dask_cpu_workers": ["c1", "c2"]}, dask_monitoring_dcgm_exporter_port=9400)
+    assert [config["labels"]["host"] for config in grown["jobs"]["dcgm"]] == ["g1", "g2"]
+    # c2 has no model (unreachable when the facts were gathered): no address to scrape until a run reaches it.
+    assert len(grown["jobs"]["dask-workers"]) == 5
+
+
+def test_workers_serve_http_on_loopback_unless_monitoring_scrapes_them(model: ModuleType) -> None:
+    facts = {"default_ipv4": {"address": "10.0.0.2"}}
+    quiet = model.host_model("g1", settings(model), facts, TWO_GPUS, GROUPS)
+    watched = model.host_model("g1", settings(model, dask_monitoring_enabled=True), facts, TWO_GPUS, GROUPS)
+    assert (quiet["http_bind"], quiet["http_ports"]) == ("127.0.0.1", [8790, 8791])
+    assert (watched["http_bind"], watched["http_ports"]) == ("10.0.0.2", [8790, 8791])
+
+
+def test_monitoring_elsewhere_reaches_the_scheduler_only_on_a_bound_dashboard(model: ModuleType) -> None:
+    elsewhere = {**GROUPS, "dask_monitoring": ["c1"]}
+    assert monitored(model, elsewhere)["host"] == "c1"
+    assert monitored(model, elsewhere)["scheduler_target"] == ""
+    assert "dask-scheduler" not in monitored(model, elsewhere)["jobs"]
+    assert monitored(model, elsewhere, dask_dashboard_bind="0.0.0.0")["scheduler_target"] == "10.0.0.1:8787"

@@ -520,3 +520,57 @@ def test_a_replaced_variable_names_its_replacement() -> None:
 def test_the_ucx_port_cannot_be_opened_to_everyone() -> None:
     one(context("s1", dask_transport="tls-ucx", dask_firewall_enabled=True, dask_firewall_open_ports=[22, 8788]),
         "must not hold dask_scheduler_ucx_port (8788)")
+
+
+# ---------------------------------------------------------------------------------------------- monitoring
+
+def test_monitoring_runs_on_one_cluster_host() -> None:
+    base = groups_of(["s1"], ["g1"], ["c1"])
+    assert problems(context("s1", groups={**base, "dask_monitoring": ["s1"]}, dask_monitoring_enabled=True)) == []
+    one(context("c1", groups={**base, "dask_monitoring": ["c1", "g1"]}), "inventory: group dask_monitoring (c1, g1)",
+        "must hold one host of the cluster")
+    one(context("c1", groups={**base, "dask_monitoring": ["m9"]}), "group dask_monitoring (m9)")
+
+
+def test_monitoring_elsewhere_needs_the_schedulers_metrics_reachable() -> None:
+    elsewhere = {**groups_of(["s1"], ["g1"], ["c1"]), "dask_monitoring": ["c1"]}
+    one(context("s1", groups=elsewhere, dask_monitoring_enabled=True), "host s1: dask_monitoring_enabled with "
+        "Prometheus on c1", "dask_dashboard_bind=127.0.0.1")
+    assert problems(context("s1", groups=elsewhere, dask_monitoring_enabled=True, dask_dashboard_bind="10.0.0.5",
+                            dask_dashboard_exposed_ack=True)) == []
+    assert problems(context("s1", groups=elsewhere)) == []  # monitoring off: nothing to reach
+
+
+def test_an_exposed_prometheus_needs_its_acknowledgement() -> None:
+    one(context("s1", dask_monitoring_enabled=True, dask_monitoring_listen_address="10.0.0.5"),
+        "dask_monitoring_listen_address=10.0.0.5", "dask_monitoring_exposed_ack")
+    assert problems(context("s1", dask_monitoring_enabled=True, dask_monitoring_listen_address="10.0.0.5",
+                            dask_monitoring_exposed_ack=True)) == []
+
+
+def test_monitoring_ports_do_not_clash_with_the_clusters() -> None:
+    one(context("s1", dask_monitoring_enabled=True, dask_monitoring_node_exporter_port=8786),
+        "dask_monitoring_node_exporter_port (8786) is also dask_scheduler_port (8786)")
+    one(context("g1", dask_monitoring_enabled=True, dask_monitoring_node_exporter_port=8791),
+        "dask_monitoring_node_exporter_port (8791) is also the workers' HTTP ports (8790-8791")
+    one(context("s1", dask_monitoring_enabled=True, dask_monitoring_port=9100), "dask_monitoring_port (9100)",
+        "dask_monitoring_node_exporter_port")
+    # Prometheus's port matters on the monitoring host only; with monitoring off nothing is checked.
+    assert problems(context("g1", dask_monitoring_enabled=True, dask_monitoring_port=8791)) == []
+    assert problems(context("g1", dask_monitoring_node_exporter_port=8791)) == []
+
+
+def test_worker_http_ports_span_one_port_per_worker() -> None:
+    groups = groups_of(["g1"], ["g1"], [])
+    one(context("g1", groups=groups, dask_worker_http_port=8785), "dask_worker_http_port (8785-8786, one per "
+        "worker)", "dask_scheduler_port (8786)")
+    one(context("g1", dask_worker_http_port=65535), "dask_worker_http_port (65535) leaves no room for 2 workers")
+
+
+def test_extra_scrape_configs_need_a_job_name_of_their_own() -> None:
+    assert problems(context("s1", dask_monitoring_enabled=True,
+                            dask_monitoring_extra_scrape_configs=[{"job_name": "mine"}])) == []
+    one(context("s1", dask_monitoring_enabled=True, dask_monitoring_extra_scrape_configs=[{"job_name": "node"}]),
+        "dask_monitoring_extra_scrape_configs[0] needs a job_name of its own")
+    one(context("s1", dask_monitoring_enabled=True, dask_monitoring_extra_scrape_configs=[{"static_configs": []}]),
+        "dask_monitoring_extra_scrape_configs[0]", "it has")

@@ -39,6 +39,62 @@ def worker_hosts(groups: dict[str, list[str]]) -> list[str]:
     return hosts
 
 
+def monitoring_enabled(settings: dict[str, Any]) -> bool:
+    return settings.get("dask_monitoring_enabled") is True
+
+
+def monitoring_host(groups: dict[str, list[str]]) -> str:
+    """Where Prometheus runs: the host of group dask_monitoring, else the scheduler host."""
+    return (_group(groups, "dask_monitoring") or _group(groups, "dask_scheduler") or [""])[0]
+
+
+def scheduler_http_host(settings: dict[str, Any], scheduler_address: str) -> str:
+    """The address the scheduler's HTTP server (dashboard, /health, /metrics) answers on for a local reader."""
+    bind = str(settings.get("dask_dashboard_bind") or "127.0.0.1")
+    if bind == "0.0.0.0":  # noqa: S104 - reading the setting, not binding
+        return scheduler_address or "127.0.0.1"
+    return bind
+
+
+def _static(target: str, **labels: str) -> dict[str, Any]:
+    """One Prometheus static_config: a target and its labels."""
+    return {"targets": [target], "labels": labels}
+
+
+def monitoring_model(settings: dict[str, Any], hosts: dict[str, dict[str, Any]], groups: dict[str, list[str]],
+                     scheduler: str) -> dict[str, Any]:
+    """What Prometheus scrapes (docs/monitoring.md), as static_configs per job: the scheduler's /metrics
+    (dask-scheduler), every worker's /metrics on its fixed port (dask-workers), node exporter on every cluster host
+    (node) and dcgm-exporter on GPU hosts when its port is set (dcgm). Every target is labelled with its host
+    (inventory name); a worker also with its position on the host and its mode (gpu, cpu).
+    scheduler_target is '' when the scheduler's /metrics cannot be reached from the monitoring host (loopback)."""
+    where = monitoring_host(groups)
+    scheduler_ip = (hosts.get(scheduler) or {}).get("bind_address", "")
+    http_host = scheduler_http_host(settings, scheduler_ip)
+    if where != scheduler and http_host.startswith("127."):  # loopback answers only on the scheduler's host
+        http_host = ""
+    scheduler_target = f"{http_host}:{int(settings['dask_dashboard_port'])}" if http_host else ""
+    node_port = int(settings.get("dask_monitoring_node_exporter_port") or 0)
+    dcgm_port = int(settings.get("dask_monitoring_dcgm_exporter_port") or 0)
+    jobs: dict[str, list[dict[str, Any]]] = {
+        "dask-scheduler": [_static(scheduler_target, host=scheduler)] if scheduler_target else [],
+        "dask-workers": [], "node": [], "dcgm": []}
+    for host in cluster_hosts(groups):
+        model = hosts.get(host) or {}
+        address = str(model.get("bind_address") or "")
+        for index, port in enumerate(model.get("http_ports") or []):
+            jobs["dask-workers"].append(_static(f"{model.get('http_bind') or address}:{port}", host=host,
+                                                worker=str(index), mode=str(model.get("worker_mode") or "")))
+        if node_port and address:
+            jobs["node"].append(_static(f"{address}:{node_port}", host=host))
+        if dcgm_port and address and model.get("worker_mode") == "gpu":
+            jobs["dcgm"].append(_static(f"{address}:{dcgm_port}", host=host))
+    listen = "{}:{}".format(settings.get("dask_monitoring_listen_address") or "127.0.0.1",
+                            settings.get("dask_monitoring_port") or 9090)
+    return {"enabled": monitoring_enabled(settings), "host": where, "listen": listen,
+            "scheduler_target": scheduler_target, "jobs": {name: configs for name, configs in jobs.items() if configs}}
+
+
 def cluster_hosts(groups: dict[str, list[str]]) -> list[str]:
     hosts = _group(groups, "dask_scheduler")
     return hosts + [host for host in worker_hosts(groups) if host not in hosts]
@@ -88,6 +144,7 @@ def host_model(host: str, settings: dict[str, Any], facts: dict[str, Any], gpus:
         nthreads = 1 if mode == "gpu" else int(facts.get("processor_vcpus") or 1)
     topology = dict(gpus.get("topology") or {})
     address = bind_address(settings, facts)
+    http_port = int(settings.get("dask_worker_http_port") or 0)
     return {
         "name": host,
         "bind_address": address,
@@ -97,6 +154,10 @@ def host_model(host: str, settings: dict[str, Any], facts: dict[str, Any], gpus:
         "worker_mode": mode,
         "worker_count": count,
         "worker_nthreads": nthreads if is_worker else 0,
+        # Each worker's HTTP server (/metrics, /health): one fixed port per worker, from dask_worker_http_port.
+        "http_ports": [http_port + index for index in range(count)] if is_worker and http_port else [],
+        # Loopback, or the cluster address when monitoring scrapes the workers from another host.
+        "http_bind": address if monitoring_enabled(settings) else "127.0.0.1",
         "gpu_count": gpu_count,
         "gpus": gpus.get("gpus") or [],
         "driver_version": gpus.get("driver_version"),
@@ -244,6 +305,7 @@ def cluster_model(settings: dict[str, Any], hosts: dict[str, dict[str, Any]], gr
                   "container": dict(CONTAINER_PATHS)},
         "uid": int(settings["dask_container_uid"]),
         "gid": int(settings["dask_container_gid"]),
+        "monitoring": monitoring_model(settings, hosts, groups, scheduler),
     }
 
 

@@ -147,18 +147,29 @@ def ucx_env(cluster: dict[str, Any], host: dict[str, Any]) -> dict[str, str]:
 GPU_METRICS_PRELOAD = "dask_gpu_verify.gpu_metrics"
 
 
+# Nanny preload of GPU workers: worker N of a host serves HTTP (/metrics, /health) on dask_worker_http_port + N
+# (dask-cuda hands every worker the same --dashboard-address; all but the first would get a random port).
+WORKER_PORTS_PRELOAD = "dask_gpu_verify.worker_ports"
+
+
 def worker_argv(gpu: bool, scheduler: str, *, host: str | None, name: str | None, nthreads: int | None,
                 memory_limit: str | None, local_dir: str, death_timeout: int, http_port: int,
                 port_range: str = "", tls: dict[str, str] | None = None, device_memory_limit: str | None = None,
-                rmm_pool_size: str = "", rmm_for_cupy: bool = False, extra: list[str] | None = None) -> list[str]:
-    """`dask cuda worker` (one Dask worker per GPU) or a one-process `dask worker`; None leaves an option out."""
+                rmm_pool_size: str = "", rmm_for_cupy: bool = False, extra: list[str] | None = None,
+                http_bind: str = "127.0.0.1") -> list[str]:
+    """`dask cuda worker` (one Dask worker per GPU) or a one-process `dask worker`; None leaves an option out.
+
+    The workers' HTTP servers listen on http_bind; beyond loopback (monitoring) they serve /metrics and /health
+    only (--no-dashboard: no Bokeh pages)."""
     argv = [scheduler]
     for flag, value in (("--host", host), ("--name", name), ("--nthreads", nthreads),
                         ("--memory-limit", memory_limit)):
         if value is not None:
             argv += [flag, str(value)]
     argv += ["--local-directory", local_dir, "--death-timeout", str(death_timeout),
-             "--dashboard-address", f"127.0.0.1:{http_port}"]
+             "--dashboard-address", f"{http_bind}:{http_port}"]
+    if not http_bind.startswith("127."):
+        argv.append("--no-dashboard")
     if port_range:
         argv += ["--worker-port", port_range]
     if tls:
@@ -183,6 +194,7 @@ def worker_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
         "CUDA " if gpu else "", host["worker_count"], cluster["name"]), cluster["images"]["worker"])
     local = cluster["paths"]["container"]["local"]
     http_port = int(settings["dask_worker_http_port"])
+    http_bind = str(host.get("http_bind") or "127.0.0.1")
     tls = cluster["protocol"] == "tls"
     spec["argv"] = worker_argv(
         gpu, cluster["worker_scheduler_address"], host=host["bind_address"], name=host["name"],
@@ -192,11 +204,15 @@ def worker_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
         tls=tls_files(cluster) if tls else None,
         device_memory_limit=str(settings["dask_worker_device_memory_limit"]),
         rmm_pool_size=str(settings.get("dask_worker_rmm_pool_size") or ""),
-        rmm_for_cupy=bool(settings.get("dask_worker_rmm_for_cupy")), extra=settings.get("dask_worker_extra_args"))
+        rmm_for_cupy=bool(settings.get("dask_worker_rmm_for_cupy")), extra=settings.get("dask_worker_extra_args"),
+        http_bind=http_bind)
     env = {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(tls),
-           "DASK_HEALTH_URL": f"http://127.0.0.1:{http_port}/health", **ucx_env(cluster, host)}
+           "DASK_HEALTH_URL": f"http://{http_bind}:{http_port}/health", **ucx_env(cluster, host)}
     gpus, gpu_env = _gpu_selection(host, settings) if gpu else ("", {})
     env.update(gpu_env)
+    if gpu:
+        env["DASK_DISTRIBUTED__NANNY__PRELOAD"] = f'["{WORKER_PORTS_PRELOAD}"]'
+
     spec.update(env=env, shm_size="1g", stop_timeout=int(settings["dask_worker_stop_timeout"]))
     # Workers that speak UCX (tls-ucx) hold no TLS key: only the scheduler and clients use TLS.
     spec["volumes"] = [f"{cluster['paths']['data']}/worker:{local}"] + (spec["volumes"] if tls else [])

@@ -383,7 +383,8 @@ class Checker:
         self.set_names = [str(name) for name in _sequence(context.get("set"))]
         groups = _mapping(context.get("groups"))
         self.groups = {name: [str(host) for host in _sequence(groups.get(name))]
-                       for name in ("all", "dask_scheduler", *WORKER_GROUPS, "dask_workers", "dask_cluster")}
+                       for name in ("all", "dask_scheduler", *WORKER_GROUPS, "dask_workers", "dask_cluster",
+                                    "dask_monitoring")}
         self.facts = _mapping(context.get("facts"))
         self.gpus = _mapping(context.get("gpus"))
         self.pins = [str(name) for name in _sequence(context.get("pins"))]
@@ -410,6 +411,11 @@ class Checker:
     @property
     def is_scheduler(self) -> bool:
         return self.host in self.groups["dask_scheduler"]
+
+    @property
+    def monitoring_host(self) -> str:
+        """Where Prometheus runs: the dask_monitoring group's host, else the scheduler host."""
+        return (self.groups["dask_monitoring"] or self.groups["dask_scheduler"] or [""])[0]
 
     @property
     def gpu_count(self) -> int:
@@ -537,6 +543,8 @@ class Checker:
         self.check_acknowledgements()
         if self.is_worker:
             self.check_worker_ports()
+        if self.get("dask_monitoring_enabled") is True:
+            self.check_monitoring()
 
     def check_acknowledgements(self) -> None:
         for name in ("dask_container_uid", "dask_container_gid"):
@@ -550,6 +558,54 @@ class Checker:
             self.add(f"dask_dashboard_bind={bind} exposes the dashboard, which has no authentication (anyone who "
                      "reaches it sees the cluster's tasks and logs), beyond this host. Keep 127.0.0.1 and use an SSH "
                      "tunnel, or set dask_dashboard_exposed_ack: true to accept that.")
+        listen = self.get("dask_monitoring_listen_address")
+        exposed = self.get("dask_monitoring_enabled") is True and listen is not None \
+            and not ipaddress.IPv4Address(listen).is_loopback
+        if exposed and self.get("dask_monitoring_exposed_ack") is not True:
+            self.add(f"dask_monitoring_listen_address={listen} exposes Prometheus's UI and API, which have no "
+                     "authentication, beyond this host. Keep 127.0.0.1 and use an SSH tunnel, or set "
+                     "dask_monitoring_exposed_ack: true to accept that.")
+
+    def check_monitoring(self) -> None:
+        """Monitoring ports that collide with the cluster's, and a scheduler /metrics the monitoring host cannot
+        reach."""
+        where = self.monitoring_host
+        bind = self.get("dask_dashboard_bind")
+        if self.is_scheduler and where and where != self.host and bind is not None \
+                and ipaddress.IPv4Address(bind).is_loopback:
+            self.add(f"dask_monitoring_enabled with Prometheus on {where} (group dask_monitoring) cannot scrape the "
+                     f"scheduler's /metrics: dask_dashboard_bind={bind} answers on this host only. Put the scheduler "
+                     "host in dask_monitoring, or bind the dashboard to the cluster address (dask_dashboard_bind, "
+                     "dask_dashboard_exposed_ack; the firewall keeps it to the cluster's hosts).")
+        taken = {"dask_scheduler_port": self.get("dask_scheduler_port"),
+                 "dask_dashboard_port": self.get("dask_dashboard_port")} if self.is_scheduler else {}
+        if self.is_scheduler and self.get("dask_transport") == "tls-ucx":
+            taken["dask_scheduler_ucx_port"] = self.get("dask_scheduler_ucx_port")
+        first = self.get("dask_worker_http_port")
+        worker_ports = range(first, first + self.worker_count()) if self.is_worker and first is not None else range(0)
+        monitoring = {"dask_monitoring_node_exporter_port": self.get("dask_monitoring_node_exporter_port")}
+        if self.host == where:
+            monitoring["dask_monitoring_port"] = self.get("dask_monitoring_port")
+        for name, port in monitoring.items():
+            if not port:
+                continue
+            clashes = [f"{other} ({value})" for other, value in taken.items() if value == port]
+            if port in worker_ports:
+                clashes.append(f"the workers' HTTP ports ({worker_ports.start}-{worker_ports.stop - 1}, from "
+                               "dask_worker_http_port)")
+            if name == "dask_monitoring_port" and port == monitoring["dask_monitoring_node_exporter_port"]:
+                clashes.append("dask_monitoring_node_exporter_port")
+            if clashes:
+                self.add(f"{name} ({port}) is also {', '.join(clashes)} on this host; pick a free port")
+
+        ours = ("prometheus", "dask-scheduler", "dask-workers", "node", "dcgm")
+        names: list[str] = []
+        for index, entry in enumerate(_sequence(self.get("dask_monitoring_extra_scrape_configs"))):
+            job = _mapping(entry).get("job_name")
+            if not isinstance(job, str) or not job or job in ours or job in names:
+                self.add(f"dask_monitoring_extra_scrape_configs[{index}] needs a job_name of its own (a string, not "
+                         f"{', '.join(ours)} or another entry's); it has {show(job)}")
+            names.append(str(job))
 
     def worker_count(self) -> int:
         if self.gpu_mode:
@@ -560,11 +616,18 @@ class Checker:
         http_port = self.get("dask_worker_http_port")
         ports = {"dask_scheduler_port": self.get("dask_scheduler_port"),
                  "dask_dashboard_port": self.get("dask_dashboard_port")}
+        if self.get("dask_transport") == "tls-ucx":
+            ports["dask_scheduler_ucx_port"] = self.get("dask_scheduler_ucx_port")
         if self.is_scheduler and http_port is not None:
+            last = http_port + self.worker_count() - 1
             for name, port in ports.items():
-                if port == http_port:
-                    self.add(f"dask_worker_http_port ({http_port}) and {name} ({port}) must be distinct on a host "
+                if port is not None and http_port <= port <= last:
+                    span = f"{http_port}-{last}, one per worker" if last > http_port else str(http_port)
+                    self.add(f"dask_worker_http_port ({span}) and {name} ({port}) must be distinct on a host "
                              "that runs both the scheduler and workers")
+        if http_port is not None and http_port + self.worker_count() - 1 > 65535:
+            self.add(f"dask_worker_http_port ({http_port}) leaves no room for {self.worker_count()} workers (one "
+                     "port each) below 65536")
         text = self.get("dask_worker_port_range")
         ends = port_range(text) if text else None
         if ends is None:
@@ -596,6 +659,12 @@ class Checker:
         if stray:
             self.inventory(f"{', '.join(stray)} in dask_workers but in neither dask_cuda_workers nor "
                            "dask_cpu_workers; put each worker host in one of those two")
+        monitoring = self.groups["dask_monitoring"]
+        members = set(self.groups["dask_scheduler"]) | set(cuda) | set(cpu)
+        if len(monitoring) > 1 or any(host not in members for host in monitoring):
+            self.inventory(f"group dask_monitoring ({', '.join(monitoring)}) must hold one host of the cluster "
+                           "(the scheduler or a worker host), where Prometheus runs; leave it out for the scheduler "
+                           "host")
         release, major = self.get("dask_rapids_release"), self.get("dask_cuda_major")
         if release is not None and major is not None:
             pins = f"rapids-{release}-cuda{major}.txt"

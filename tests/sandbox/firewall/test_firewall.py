@@ -10,7 +10,8 @@ HOSTS = (live.SCHEDULER, *live.WORKERS)
 
 @pytest.fixture(scope="module")
 def dask_ports() -> list[tuple[str, int]]:
-    """Every Dask listener: the scheduler, each worker and each nanny (the nannies' ports are ephemeral)."""
+    """Every Dask listener: the scheduler, each worker and each nanny (the nannies' ports are ephemeral), and the
+    monitoring ports on the cluster address (node exporter, the workers' HTTP servers)."""
     with live.connect() as client:
         info = client.scheduler_info(n_workers=-1)["workers"]
     ports = [(live.address(live.SCHEDULER), 8786)]
@@ -22,6 +23,8 @@ def dask_ports() -> list[tuple[str, int]]:
             nanny_host, nanny_port = nanny.removeprefix("tls://").rsplit(":", 1)
             ports.append((nanny_host, int(nanny_port)))
     assert len(ports) == 5  # scheduler + 2 workers + 2 nannies
+    # Monitoring is on in the side effect: node exporter on every host, each worker's /metrics on the cluster address.
+    ports += [(live.address(host), 9100) for host in HOSTS] + [(live.address(host), 8790) for host in live.WORKERS]
     return ports
 
 
