@@ -73,7 +73,7 @@ for config in $configs; do
     bundle-*)
       ansible-playbook -i tests/gpu/inventory.yml playbooks/render-commands.yml -e "render_dir=$dir" \
         -e "$(extra_for "$config")" >"$dir/render.log" 2>&1 || { tail -30 "$dir/render.log"; status=1; continue; }
-      for f in "$dir"/gpu-box-dask-{scheduler,worker}.sh; do sed -n '4p' "$f"; done | tee "$dir/commands.txt"
+      for f in "$dir"/gpu-box-dask-{scheduler,worker}.sh; do grep -h '^exec ' "$f"; done | tee "$dir/commands.txt"
       setsid sh "$dir/gpu-box-dask-scheduler.sh" >"$dir/scheduler.log" 2>&1 & pids+=($!)
       wait_health || { status=1; stop_cluster; continue; }
       started=$(date +%s.%N)

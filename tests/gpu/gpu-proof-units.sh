@@ -21,7 +21,7 @@ nvidia-smi topo -m > "$out/topo.txt" 2>&1 || true
 ansible-playbook -i tests/gpu/inventory.yml playbooks/render-commands.yml -e "render_dir=$out/rendered" \
   -e "${RENDER_EXTRA:-{\}}" \
   >"$out/render.log" 2>&1 || { tail -40 "$out/render.log"; exit 1; }
-for f in "$out"/rendered/*-dask-*.sh; do echo "== $f"; sed -n '4p' "$f"; done | tee "$out/commands.txt"
+for f in "$out"/rendered/*-dask-*.sh; do echo "== $f"; grep -h '^exec ' "$f"; done | tee "$out/commands.txt"
 
 install -d -m 0750 /etc/dask/tls /var/lib/dask /var/lib/dask-reports
 install -m 0644 "$certs/ca.crt" /etc/dask/tls/ca.crt
