@@ -9,3 +9,4 @@ $bin/ruff check images/verify scripts tests roles/*/filter_plugins roles/gpu_fac
 $bin/mypy --ignore-missing-imports --strict --allow-untyped-calls images/verify/src
 $bin/mypy --ignore-missing-imports --strict roles/dask/filter_plugins scripts/compose-gen.py
 $bin/mypy --ignore-missing-imports --strict roles/gpu_facts/filter_plugins roles/gpu_facts/files/gpu_facts.py
+$bin/mypy --ignore-missing-imports --strict tests/monitoring
