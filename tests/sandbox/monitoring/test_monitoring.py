@@ -112,14 +112,16 @@ def test_the_deployed_configuration_and_rules_pass_promtool() -> None:
 def test_every_dashboard_panel_returns_series(targets: list[dict[str, Any]]) -> None:
     # rate() over 1m needs two samples of each series: wait a little past the first scrapes.
     time.sleep(12)
-    live.on_host(live.SCHEDULER, "mkdir", "-p", "/tmp/dashboard")
+    # /var/tmp, not /tmp: the sandbox hosts' /tmp is a tmpfs, which `docker cp` cannot write into.
+    live.on_host(live.SCHEDULER, "mkdir", "-p", "/var/tmp/dashboard")
     for path in (DASHBOARD_QUERIES, DASHBOARD_QUERIES.parents[2] / "roles" / "dask_monitoring" / "files"
                  / "grafana-dashboard.json"):
-        copied = subprocess.run(["docker", "cp", str(path), f"{live.SCHEDULER}:/tmp/dashboard/{path.name}"],
+        copied = subprocess.run(["docker", "cp", str(path), f"{live.SCHEDULER}:/var/tmp/dashboard/{path.name}"],
                                 capture_output=True, text=True, check=False)
         assert copied.returncode == 0, copied.stderr
-    result = live.on_host(live.SCHEDULER, "python3", "/tmp/dashboard/dashboard_queries.py", "--prometheus", PROMETHEUS,
-                          "--dashboard", "/tmp/dashboard/grafana-dashboard.json", "--no-gpu", check=False)
+    result = live.on_host(live.SCHEDULER, "python3", "/var/tmp/dashboard/dashboard_queries.py", "--prometheus",
+                          PROMETHEUS, "--dashboard", "/var/tmp/dashboard/grafana-dashboard.json", "--no-gpu",
+                          check=False)
     print(result.stdout)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
