@@ -60,7 +60,11 @@ def test_dask_ports_listen_on_the_cluster_address_and_loopback_only(host) -> Non
         assert "127.0.0.1:8787" in addresses
         assert not any(addr.endswith(":8787") and not addr.startswith("127.0.0.1") for addr in addresses)
     else:
-        assert "127.0.0.1:8790" in addresses
+        # The worker's HTTP server: loopback, or the cluster address when monitoring scrapes it (the second verify
+        # step runs after the side effect turned monitoring on); its env file's health URL says which.
+        env = host.file(f"/etc/dask/{unit(host)}.env").content_string
+        expected = f"{cluster_ip}:8790" if f"DASK_HEALTH_URL=http://{cluster_ip}:8790/" in env else "127.0.0.1:8790"
+        assert expected in addresses
         dask_ports = [addr for addr in addresses if not addr.startswith(("127.", "[::1]"))]
         assert dask_ports and all(addr.startswith(f"{cluster_ip}:") for addr in dask_ports)
 
