@@ -41,12 +41,13 @@ class LocalDask:
         _wait_for(self.scheduler_file)
         return str(json.loads(self.scheduler_file.read_text())["address"])
 
-    def start_worker(self, name: str, extra_env: dict[str, str] | None = None) -> None:
+    def start_worker(self, name: str, extra_env: dict[str, str] | None = None,
+                     host: str = "127.0.0.1") -> subprocess.Popen[bytes]:
         env = os.environ.copy()
         env.update(extra_env or {})
-        self._spawn([sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(self.scheduler_file),
-                     "--nthreads", "1", "--name", name, "--no-dashboard", "--host", "127.0.0.1",
-                     "--local-directory", str(self.tmp / name)], env)
+        return self._spawn([sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
+                            str(self.scheduler_file), "--nthreads", "1", "--name", name, "--no-dashboard", "--host",
+                            host, "--local-directory", str(self.tmp / name)], env)
 
     def stop(self) -> None:
         for proc in reversed(self.procs):
