@@ -136,3 +136,12 @@ def test_tls_ucx_scheduler_listens_on_both_and_workers_speak_ucx_without_tls_fil
     verify = builder.client_spec(mixed, GPU_HOST, SETTINGS, "verify", "v.json")
     assert verify["argv"][verify["argv"].index("--scheduler") + 1] == "tls://10.0.0.1:8786"
     assert verify["env"]["DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION"] == "True"
+
+
+def test_roll_steps_run_as_a_client_of_the_scheduler_image_with_its_tls(builder: ModuleType) -> None:
+    spec = builder.roll_spec(CLUSTER, "retire", ["--host=10.0.0.2"], 300)
+    assert spec["argv"] == ["dask-gpu-roll", "retire", "--scheduler", "tls://10.0.0.1:8786", "--timeout", "300",
+                            "--host=10.0.0.2"]
+    assert spec["image"] == "dask-gpu-scheduler:t" and spec["gpus"] == "" and spec["read_only"] is True
+    assert spec["env"]["DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT"] == "/etc/dask/tls/host.crt"
+    assert "/etc/dask/tls:/etc/dask/tls:ro" in spec["volumes"]

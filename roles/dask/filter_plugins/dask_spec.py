@@ -269,6 +269,17 @@ def client_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
     return spec
 
 
+def roll_spec(cluster: dict[str, Any], step: str, args: list[str], timeout: int) -> dict[str, Any]:
+    """dask-gpu-roll (a rolling restart's or a host retirement's scheduler-side step) as a client container on the
+    scheduler host: the scheduler image, the host's TLS material, no GPU."""
+    spec = _base(cluster, f"dask-roll-{step}", f"dask-gpu-roll {step} for cluster {cluster['name']}",
+                 cluster["images"]["scheduler"])
+    argv = ["dask-gpu-roll", step, "--scheduler", cluster["scheduler_address"], "--timeout", str(timeout)]
+    spec.update(argv=argv + list(args), env={**client_env(cluster), "CUPY_CACHE_DIR": "/tmp/cupy"},
+                read_only=True, tmpfs=["/tmp"])
+    return spec
+
+
 def docker_run_args(spec: dict[str, Any]) -> list[str]:
     """The `docker run` flags of a spec (its name, env file, image and command are the unit's)."""
     args = ["--network", spec["network"], "--user", spec["user"]]
@@ -312,5 +323,5 @@ def container_args(spec: dict[str, Any]) -> dict[str, Any]:
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {"dask_scheduler_spec": scheduler_spec, "dask_worker_spec": worker_spec,
-                "dask_client_spec": client_spec, "dask_docker_run_args": docker_run_args,
+                "dask_client_spec": client_spec, "dask_roll_spec": roll_spec, "dask_docker_run_args": docker_run_args,
                 "dask_container_args": container_args, "dask_client_env": client_env}
