@@ -239,3 +239,18 @@ def test_monitoring_elsewhere_reaches_the_scheduler_only_on_a_bound_dashboard(mo
     assert monitored(model, elsewhere)["scheduler_target"] == ""
     assert "dask-scheduler" not in monitored(model, elsewhere)["jobs"]
     assert monitored(model, elsewhere, dask_dashboard_bind="0.0.0.0")["scheduler_target"] == "10.0.0.1:8787"
+
+
+def test_a_retired_host_leaves_every_list_of_the_cluster(model: ModuleType) -> None:
+    facts = {"default_ipv4": {"address": "10.0.0.9"}, "processor_vcpus": 4}
+    base = settings(model, dask_monitoring_enabled=True)
+    hosts = {name: model.host_model(name, settings(model, dask_monitoring_enabled=True, dask_host_state="retired")
+                                    if name == "g2" else base, facts, TWO_GPUS if name.startswith("g") else
+                                    {"count": 0}, GROUPS) for name in ("s1", "g1", "g2", "c1")}
+    assert hosts["g2"]["retired"] and not hosts["g1"]["retired"]
+    cluster = model.cluster_model(base, hosts, GROUPS, "abc")
+    assert cluster["retired_hosts"] == ["g2"]
+    assert "g2" not in cluster["hosts"] and "g2" not in cluster["worker_hosts"]
+    assert "g2" not in cluster["workers_per_host"] and cluster["expected_workers"] == 3  # g1's two GPUs and c1
+    labelled = [config["labels"]["host"] for job in cluster["monitoring"]["jobs"].values() for config in job]
+    assert labelled and "g2" not in labelled

@@ -574,3 +574,9 @@ def test_extra_scrape_configs_need_a_job_name_of_their_own() -> None:
         "dask_monitoring_extra_scrape_configs[0] needs a job_name of its own")
     one(context("s1", dask_monitoring_enabled=True, dask_monitoring_extra_scrape_configs=[{"static_configs": []}]),
         "dask_monitoring_extra_scrape_configs[0]", "it has")
+
+
+def test_only_worker_hosts_can_be_retired() -> None:
+    assert problems(context("c1", dask_host_state="retired")) == []
+    one(context("s1", dask_host_state="retired"), "dask_host_state=retired is for worker hosts")
+    one(context("c1", dask_host_state="gone"), "dask_host_state")

@@ -62,7 +62,7 @@ def _static(target: str, **labels: str) -> dict[str, Any]:
 
 
 def monitoring_model(settings: dict[str, Any], hosts: dict[str, dict[str, Any]], groups: dict[str, list[str]],
-                     scheduler: str) -> dict[str, Any]:
+                     scheduler: str, members: list[str]) -> dict[str, Any]:
     """What Prometheus scrapes (docs/monitoring.md), as static_configs per job: the scheduler's /metrics
     (dask-scheduler), every worker's /metrics on its fixed port (dask-workers), node exporter on every cluster host
     (node) and dcgm-exporter on GPU hosts when its port is set (dcgm). Every target is labelled with its host
@@ -79,7 +79,7 @@ def monitoring_model(settings: dict[str, Any], hosts: dict[str, dict[str, Any]],
     jobs: dict[str, list[dict[str, Any]]] = {
         "dask-scheduler": [_static(scheduler_target, host=scheduler)] if scheduler_target else [],
         "dask-workers": [], "node": [], "dcgm": []}
-    for host in cluster_hosts(groups):
+    for host in members:
         model = hosts.get(host) or {}
         address = str(model.get("bind_address") or "")
         for index, port in enumerate(model.get("http_ports") or []):
@@ -150,6 +150,8 @@ def host_model(host: str, settings: dict[str, Any], facts: dict[str, Any], gpus:
         "bind_address": address,
         "ucx_net_devices": ucx_net_devices(settings, address, facts),
         "scheduler": host in _group(groups, "dask_scheduler"),
+        # dask_host_state: retired takes a worker host out of the cluster (site.yml retires and removes it).
+        "retired": settings.get("dask_host_state") == "retired",
         "worker": is_worker,
         "worker_mode": mode,
         "worker_count": count,
@@ -260,10 +262,13 @@ def cluster_model(settings: dict[str, Any], hosts: dict[str, dict[str, Any]], gr
     """Cluster-wide facts, from the scheduler host's settings and every host's model.
 
     A worker host without a model (unreachable when the facts were gathered) is expected with one worker,
-    so that verification names it rather than skipping it.
+    so that verification names it rather than skipping it. Retired hosts (dask_host_state: retired) are left out
+    of every list but retired_hosts.
     """
     scheduler = _group(groups, "dask_scheduler")[0]
-    workers = worker_hosts(groups)
+    retired = [host for host in cluster_hosts(groups) if (hosts.get(host) or {}).get("retired")]
+    members = [host for host in cluster_hosts(groups) if host not in retired]
+    workers = [host for host in worker_hosts(groups) if host not in retired]
     counts = {host: int((hosts.get(host) or {}).get("worker_count", 1)) for host in workers}
     modes = {host: (hosts.get(host) or {}).get("worker_mode", "") for host in workers}
     scheduler_ip = (hosts.get(scheduler) or {}).get("bind_address", "")
@@ -285,7 +290,8 @@ def cluster_model(settings: dict[str, Any], hosts: dict[str, dict[str, Any]], gr
         "scheduler_ucx_port": int(settings["dask_scheduler_ucx_port"]) if client_proto != proto else None,
         "dashboard_port": int(settings["dask_dashboard_port"]),
         "dashboard_bind": settings["dask_dashboard_bind"],
-        "hosts": {host: (hosts.get(host) or {}).get("bind_address", "") for host in cluster_hosts(groups)},
+        "hosts": {host: (hosts.get(host) or {}).get("bind_address", "") for host in members},
+        "retired_hosts": retired,
         "worker_hosts": workers,
         "gpu_hosts": [host for host in workers if modes[host] == "gpu"],
         "cpu_hosts": [host for host in workers if modes[host] != "gpu"],
@@ -305,7 +311,7 @@ def cluster_model(settings: dict[str, Any], hosts: dict[str, dict[str, Any]], gr
                   "container": dict(CONTAINER_PATHS)},
         "uid": int(settings["dask_container_uid"]),
         "gid": int(settings["dask_container_gid"]),
-        "monitoring": monitoring_model(settings, hosts, groups, scheduler),
+        "monitoring": monitoring_model(settings, hosts, groups, scheduler, members),
     }
 
 

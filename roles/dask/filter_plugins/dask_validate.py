@@ -540,6 +540,10 @@ class Checker:
                     self.add(f"dask_firewall_open_ports ({', '.join(str(p) for p in open_ports)}) must not hold "
                              f"{name} ({port}): that port would be open to everyone. List clients in "
                              "dask_firewall_allowed_sources instead.")
+        if self.is_scheduler and self.get("dask_host_state") == "retired":
+            self.add("dask_host_state=retired is for worker hosts; the scheduler host cannot leave its cluster (move "
+                     "the scheduler to another host in dask_scheduler first, or tear the cluster down with "
+                     "playbooks/teardown.yml)")
         self.check_acknowledgements()
         if self.is_worker:
             self.check_worker_ports()

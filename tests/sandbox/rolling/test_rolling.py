@@ -1,4 +1,4 @@
-"""A rolling worker change in the sandbox (molecule's side effect, after the transport tests): while a workload
+"""A rolling worker change in the sandbox (molecule's side effect, after the retire test): while a workload
 keeps data on the workers (a persisted array and a chain of futures that runs for the whole operation),
 site.yml changes a worker setting on both worker hosts. The run retires one host's workers at a time through
 the scheduler, restarts its unit and waits for its workers before the next; the workload completes with the

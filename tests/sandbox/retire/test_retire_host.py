@@ -1,0 +1,64 @@
+"""Retiring a worker host in the sandbox (molecule's side effect, after the transport tests): with
+`dask_host_state: retired` for dask-w2 (a second inventory file, as host_vars would), site.yml moves dask-w2's keys to
+dask-w1 through the scheduler, removes the cluster from dask-w2 and takes it out of the other hosts' firewall;
+then, with the line gone, site.yml adds it back without restarting dask-w1's worker."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import live
+import yaml
+
+VARS = f"@{live.ROOT / 'molecule' / 'default' / 'vars' / 'side-effect.yml'}"
+RETIRED, KEPT = "dask-w2", "dask-w1"
+
+
+def started_at(host: str) -> str:
+    return live.on_host(host, "docker", "inspect", "-f", "{{.State.StartedAt}}", "dask-worker").stdout.strip()
+
+
+def build(size: int) -> list[int]:
+    return list(range(size))
+
+
+def test_a_retired_host_hands_over_its_keys_leaves_and_comes_back(tmp_path: Path) -> None:
+    retire = tmp_path / "retire.yml"
+    retire.write_text(yaml.safe_dump({"all": {"hosts": {RETIRED: {"dask_host_state": "retired"}}}}))
+    kept_started = started_at(KEPT)
+    with live.connect(timeout=60) as client:
+        on_retired = [address for address, info in live.workers(client).items() if info["name"].startswith(RETIRED)]
+        assert len(on_retired) == 1, live.workers(client)
+        data = [client.submit(build, size, pure=False, workers=on_retired) for size in range(30)]
+        client.gather(data)
+        before = sum(len(keys) for keys in client.has_what(workers=on_retired).values())
+        assert before >= 30
+        started = time.monotonic()
+        run = live.playbook("site.yml", "-e", VARS, "-i", str(retire), timeout=1500)
+        retire_seconds = time.monotonic() - started
+        assert run.returncode == 0, run.stdout[-4000:]
+        assert [len(future.result(timeout=60)) for future in data] == list(range(30))  # every key survived
+        names = sorted(info["name"] for info in live.workers(client).values())
+        assert names and all(name.startswith(KEPT) for name in names), names
+        holders = {address for keys in [client.who_has()] for address_list in keys.values() for address in address_list}
+        assert holders and all(address not in on_retired for address in holders), holders
+
+    # The cluster is gone from dask-w2; the others' firewall no longer lets it in; dask-w1 kept its worker.
+    assert live.on_host(RETIRED, "systemctl", "list-unit-files", "--no-legend", "dask-*").stdout.strip() == ""
+    assert live.on_host(RETIRED, "test", "-e", "/etc/dask", check=False).returncode == 1
+    gone = live.address(RETIRED)
+    for host in (live.SCHEDULER, KEPT):
+        table = live.on_host(host, "nft", "list", "set", "inet", "dask_firewall", "cluster").stdout
+        assert gone not in table and live.address(KEPT) in table, (host, table)
+    assert started_at(KEPT) == kept_started
+
+    started = time.monotonic()
+    run = live.playbook("site.yml", "-e", VARS, timeout=1500)
+    back_seconds = time.monotonic() - started
+    assert run.returncode == 0, run.stdout[-4000:]
+    with live.connect(timeout=60) as client:
+        client.wait_for_workers(len(live.WORKERS), timeout=120)
+        assert sorted(info["name"].split("-")[1] for info in live.workers(client).values()) == ["w1", "w2"]
+    assert started_at(KEPT) == kept_started, "adding dask-w2 back restarted dask-w1's worker"
+    live.record("retire", {"host": RETIRED, "keys moved": before, "site.yml to retire s": round(retire_seconds, 1),
+                           "site.yml to add back s": round(back_seconds, 1), "dask-w1 restarted": "no"})
