@@ -85,6 +85,10 @@ def test_every_target_of_the_inventory_is_scraped_and_up(targets: list[dict[str,
     assert sorted(workers) == sorted(f"http://{live.address(host)}:8790/metrics" for host in live.WORKERS)
     live.record("monitoring", {"targets up": len(targets), "jobs": ", ".join(f"{job}={len(hosts)}" for job, hosts
                                                                                in sorted(jobs.items()))})
+    for target in sorted(targets, key=lambda t: (t["labels"]["job"], t["scrapeUrl"])):
+        print(f"[monitoring] target {target['labels']['job']:15} {target['scrapeUrl']:40} {target['health']} "
+              f"{1000 * float(target['lastScrapeDuration']):.1f} ms host={target['labels'].get('host', '')}",
+              flush=True)
 
 
 def test_the_schedulers_worker_count_equals_the_inventorys(targets: list[dict[str, Any]]) -> None:
