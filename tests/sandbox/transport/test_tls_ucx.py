@@ -20,6 +20,10 @@ SCHEDULER_UCX_PORT = 8788  # dask_scheduler_ucx_port's default
 def converge(transport: str) -> None:
     run = live.playbook("site.yml", "-e", VARS, "-e", f"dask_transport={transport}", timeout=1500)
     assert run.returncode == 0, run.stdout[-4000:]
+    # What the run restarted, and how (a change of transport rolls every worker host).
+    for line in run.stdout.splitlines():
+        if "Rolling restart of" in line or "[rolling]" in line or "restarts now" in line:
+            print(f"[transport] {line.strip()}", flush=True)
     print(f"[transport] site.yml with dask_transport={transport}: ok", flush=True)
 
 
