@@ -81,6 +81,22 @@ def test_cluster_counts_every_worker_and_expects_unreachable_hosts(model: Module
     registry = model.cluster_model(settings(model, dask_images_distribution="registry",
                                             dask_images_registry="reg:5000"), hosts, GROUPS, "abc123def456")
     assert registry["images"]["scheduler"].startswith("reg:5000/dask-gpu-scheduler:")
+    assert registry["images"]["registry"] is None and registry["images"]["distribution"] == "registry"
+
+
+def test_cluster_registry_runs_on_the_scheduler_host_and_the_build_host_pushes_when_it_is_a_cluster_host(
+        model: ModuleType) -> None:
+    hosts = {"s1": {"bind_address": "10.0.0.5"}, "g1": {"bind_address": "10.0.0.6"}, "c1": {"bind_address": "10.0.0.7"}}
+    ours = model.cluster_model(settings(model, dask_images_distribution="cluster-registry"), hosts, GROUPS, "abc")
+    assert ours["images"]["registry"] == {"host": "s1", "address": "10.0.0.5:5000", "port": 5000, "push_host": "s1"}
+    assert ours["images"]["worker"] == "10.0.0.5:5000/dask-gpu-worker:26.10-cuda12-lean-abc"
+    assert ours["images"]["repositories"]["scheduler"] == "10.0.0.5:5000/dask-gpu-scheduler"
+    elsewhere = model.cluster_model(settings(model, dask_images_distribution="cluster-registry",
+                                             dask_images_registry_host="c1", dask_images_registry_port=5443,
+                                             dask_images_build_host="g1"), hosts, GROUPS, "abc")
+    # The build host g1 is a cluster host: it pushes its own images, the controller sends none.
+    assert elsewhere["images"]["registry"] == {"host": "c1", "address": "10.0.0.7:5443", "port": 5443,
+                                               "push_host": "g1"}
 
 
 def test_transport_sets_client_and_worker_protocols(model: ModuleType) -> None:
@@ -254,3 +270,14 @@ def test_a_retired_host_leaves_every_list_of_the_cluster(model: ModuleType) -> N
     assert "g2" not in cluster["workers_per_host"] and cluster["expected_workers"] == 3  # g1's two GPUs and c1
     labelled = [config["labels"]["host"] for job in cluster["monitoring"]["jobs"].values() for config in job]
     assert labelled and "g2" not in labelled
+
+
+def test_archive_distribution_is_advised_against_from_three_hosts(model: ModuleType) -> None:
+    hosts = {"s1": {"bind_address": "10.0.0.5"}, "g1": {"bind_address": "10.0.0.6"}, "c1": {"bind_address": "10.0.0.7"}}
+    archive = model.cluster_model(settings(model), hosts, GROUPS, "abc")
+    assert len(archive["hosts"]) >= model.REGISTRY_ADVISED_FROM
+    assert "dask_images_distribution: cluster-registry" in model.cluster_advice(archive)[0]
+    ours = model.cluster_model(settings(model, dask_images_distribution="cluster-registry"), hosts, GROUPS, "abc")
+    assert model.cluster_advice(ours) == []
+    small = {"groups": {}, "hosts": {"s1": "10.0.0.5", "g1": "10.0.0.6"}, "images": {"distribution": "archive"}}
+    assert model.cluster_advice(small) == []

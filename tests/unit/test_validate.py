@@ -297,6 +297,25 @@ def test_registry_distribution_needs_a_registry() -> None:
                             dask_images_registry="registry.example.com:5000/team/dask")) == []
 
 
+def test_the_cluster_registry_needs_tls_a_cluster_host_and_a_free_port() -> None:
+    assert problems(context("s1", dask_images_distribution="cluster-registry")) == []
+    assert problems(context("c1", dask_images_distribution="cluster-registry", dask_images_registry_host="c1")) == []
+    one(context("s1", dask_images_distribution="cluster-registry", dask_transport="tcp", dask_tls_disabled_ack=True),
+        "dask_images_distribution=cluster-registry needs the cluster's TLS", "dask_transport=tcp")
+    one(context("s1", dask_images_distribution="cluster-registry", dask_images_registry_host="localhost"),
+        "dask_images_registry_host=localhost must be a host of the cluster")
+    one(context("s1", dask_images_distribution="cluster-registry", dask_images_registry_port=8786),
+        "dask_images_registry_port (8786) is also dask_scheduler_port (8786) on s1")
+    one(context("c1", dask_images_distribution="cluster-registry", dask_images_registry_host="c1",
+                dask_images_registry_port=8790), "dask_images_registry_port (8790) is also one of the workers' HTTP")
+    one(context("c1", dask_images_distribution="cluster-registry", dask_images_registry_host="c1",
+                dask_worker_port_range="4990:5010"), "inside dask_worker_port_range (4990:5010)")
+    one(context("c1", dask_images_distribution="cluster-registry", dask_images_registry_host="c1",
+                dask_host_state="retired"), "dask_images_registry_host=c1 is retired")
+    # Another host does not check the registry host's ports.
+    assert problems(context("c1", dask_images_distribution="cluster-registry", dask_images_registry_port=8786)) == []
+
+
 def test_the_build_host_is_localhost_or_in_the_inventory() -> None:
     one(context("s1", dask_images_build_host="ghost"),
         "dask_images_build_host=ghost is neither localhost nor a host in the inventory")

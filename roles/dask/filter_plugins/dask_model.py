@@ -48,6 +48,21 @@ def monitoring_host(groups: dict[str, list[str]]) -> str:
     return (_group(groups, "dask_monitoring") or _group(groups, "dask_scheduler") or [""])[0]
 
 
+def registry_model(settings: dict[str, Any], hosts: dict[str, dict[str, Any]], groups: dict[str, list[str]],
+                   scheduler: str, members: list[str]) -> dict[str, Any] | None:
+    """The registry of dask_images_distribution=cluster-registry (None for the other distributions): the cluster
+    host that runs it (dask_images_registry_host, else the scheduler host), its address on the cluster address,
+    and the host that pushes the images to it: the build host when that is a cluster host (the controller then
+    sends no image bytes), else the registry host itself, which gets the archive from the controller."""
+    if settings.get("dask_images_distribution") != "cluster-registry":
+        return None
+    host = str(settings.get("dask_images_registry_host") or scheduler)
+    build = str(settings.get("dask_images_build_host") or "localhost")
+    address = f"{(hosts.get(host) or {}).get('bind_address', '')}:{int(settings['dask_images_registry_port'])}"
+    return {"host": host, "address": address, "port": int(settings["dask_images_registry_port"]),
+            "push_host": build if build in members else host}
+
+
 def scheduler_http_host(settings: dict[str, Any], scheduler_address: str) -> str:
     """The address the scheduler's HTTP server (dashboard, /health, /metrics) answers on for a local reader."""
     bind = str(settings.get("dask_dashboard_bind") or "127.0.0.1")
@@ -276,8 +291,9 @@ def cluster_model(settings: dict[str, Any], hosts: dict[str, dict[str, Any]], gr
     worker_port = int(settings["dask_scheduler_ucx_port"] if client_proto != proto else settings["dask_scheduler_port"])
     tag = "{}-cuda{}-{}-{}".format(settings["dask_rapids_release"], settings["dask_cuda_major"],
                                    settings["dask_image_profile"], image_hash)
-    prefix = (str(settings["dask_images_registry"]) + "/"
-              if settings.get("dask_images_distribution") == "registry" else "")
+    registry = registry_model(settings, hosts, groups, scheduler, members)
+    prefix = (str(settings["dask_images_registry"]) + "/" if settings.get("dask_images_distribution") == "registry"
+              else f"{registry['address']}/" if registry else "")
     return {
         "name": settings["dask_cluster_name"],
         "transport": str(settings.get("dask_transport") or "tls"),
@@ -300,6 +316,8 @@ def cluster_model(settings: dict[str, Any], hosts: dict[str, dict[str, Any]], gr
         "expected_gpus": sum(counts[host] for host in workers if modes[host] == "gpu"),
         "images": {"tag": tag, "repositories": {target: f"{prefix}dask-gpu-{target}" for target in TARGETS},
                    "scheduler": f"{prefix}dask-gpu-scheduler:{tag}", "worker": f"{prefix}dask-gpu-worker:{tag}",
+                   "distribution": str(settings.get("dask_images_distribution") or "archive"),
+                   "registry": registry,
                    "build_args": {"BASE_IMAGE": settings["dask_base_image"],
                                   "RAPIDS_RELEASE": settings["dask_rapids_release"],
                                   "CUDA_MAJOR": settings["dask_cuda_major"],
@@ -315,8 +333,26 @@ def cluster_model(settings: dict[str, Any], hosts: dict[str, dict[str, Any]], gr
     }
 
 
+# From this many cluster hosts, cluster-registry distribution is advised over archive (docs/images.md).
+REGISTRY_ADVISED_FROM = 3
+
+
+def cluster_advice(cluster: dict[str, Any]) -> list[str]:
+    """What the cluster's size wants from the settings (printed, never refused): archive distribution makes the
+    controller send the image archive once per host; from REGISTRY_ADVISED_FROM hosts the cluster's registry
+    sends it once."""
+    count = len(cluster.get("hosts") or {})
+    if cluster.get("images", {}).get("distribution") != "archive" or count < REGISTRY_ADVISED_FROM:
+        return []
+    return [f"cluster {cluster.get('name')}: {count} hosts with dask_images_distribution=archive, so the controller "
+            f"sends the image archive (about 2.5 GB) {count} times, one host after another per fork. "
+            "dask_images_distribution: cluster-registry sends it once, to a registry the bundle runs on the "
+            "scheduler host (mutual TLS with the cluster's CA); the other hosts pull from it (docs/images.md)."]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {"dask_resolve_settings": resolve_settings, "dask_host_model": host_model,
                 "dask_cluster_model": cluster_model, "dask_cluster_hosts": cluster_hosts, "dask_advice": advice,
+                "dask_cluster_advice": cluster_advice,
                 "dask_worker_hosts": worker_hosts}

@@ -532,6 +532,8 @@ class Checker:
                          f" and dask_dashboard_port ({dashboard_port})")
         if self.get("dask_images_distribution") == "registry" and self.get("dask_images_registry") == "":
             self.add("dask_images_distribution=registry needs dask_images_registry (host:port[/path])")
+        if self.get("dask_images_distribution") == "cluster-registry":
+            self.check_cluster_registry()
         open_ports = self.get("dask_firewall_open_ports")
         if self.get("dask_firewall_enabled") is True and open_ports is not None:
             ucx_port = self.get("dask_scheduler_ucx_port") if transport == "tls-ucx" else None
@@ -610,6 +612,49 @@ class Checker:
                 self.add(f"dask_monitoring_extra_scrape_configs[{index}] needs a job_name of its own (a string, not "
                          f"{', '.join(ours)} or another entry's); it has {show(job)}")
             names.append(str(job))
+
+    @property
+    def registry_host(self) -> str:
+        """Where the cluster-registry runs: dask_images_registry_host, else the scheduler host."""
+        return str(self.get("dask_images_registry_host") or (self.groups["dask_scheduler"] or [""])[0])
+
+    def check_cluster_registry(self) -> None:
+        """The bundle's registry needs the cluster's TLS, a live cluster host, and a port free on that host."""
+        where = self.registry_host
+        transport = self.get("dask_transport")
+        if transport in ("ucx", "tcp"):
+            self.add(f"dask_images_distribution=cluster-registry needs the cluster's TLS certificates (the registry "
+                     f"takes clients with a certificate of the cluster's CA only); dask_transport={transport} has "
+                     "none. Use dask_transport tls or tls-ucx, or dask_images_distribution archive or registry.")
+        members = self.groups["dask_scheduler"] + [host for name in WORKER_GROUPS for host in self.groups[name]]
+        if self.get("dask_images_registry_host") and where not in members:
+            self.add(f"dask_images_registry_host={where} must be a host of the cluster (dask_scheduler, "
+                     f"dask_cuda_workers or dask_cpu_workers): {', '.join(dict.fromkeys(members)) or 'none'}")
+        if self.host != where:
+            return
+        if self.get("dask_host_state") == "retired":
+            self.add(f"dask_images_registry_host={where} is retired (dask_host_state); the other hosts pull the "
+                     "images from it. Run the registry on another host first.")
+        port = self.get("dask_images_registry_port")
+        taken = {"dask_scheduler_port": self.get("dask_scheduler_port"),
+                 "dask_dashboard_port": self.get("dask_dashboard_port")} if self.is_scheduler else {}
+        if self.is_scheduler and transport == "tls-ucx":
+            taken["dask_scheduler_ucx_port"] = self.get("dask_scheduler_ucx_port")
+        if self.get("dask_monitoring_enabled") is True:
+            taken["dask_monitoring_node_exporter_port"] = self.get("dask_monitoring_node_exporter_port")
+            if self.host == self.monitoring_host:
+                taken["dask_monitoring_port"] = self.get("dask_monitoring_port")
+        clashes = [f"{name} ({value})" for name, value in taken.items() if value is not None and value == port]
+        first = self.get("dask_worker_http_port")
+        if self.is_worker and first is not None and port is not None and first <= port < first + self.worker_count():
+            clashes.append(f"one of the workers' HTTP ports ({first}-{first + self.worker_count() - 1}, from "
+                           "dask_worker_http_port)")
+        span = port_range(self.get("dask_worker_port_range") or "") if self.is_worker else None
+        if span and port is not None and span[0] <= port <= span[1]:
+            clashes.append(f"inside dask_worker_port_range ({span[0]}:{span[1]})")
+        if clashes:
+            self.add(f"dask_images_registry_port ({port}) is also {', '.join(clashes)} on {where}, which runs the "
+                     "registry; pick a free port")
 
     def worker_count(self) -> int:
         if self.gpu_mode:

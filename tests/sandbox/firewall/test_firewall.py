@@ -25,6 +25,8 @@ def dask_ports() -> list[tuple[str, int]]:
     assert len(ports) == 5  # scheduler + 2 workers + 2 nannies
     # Monitoring is on in the side effect: node exporter on every host, each worker's /metrics on the cluster address.
     ports += [(live.address(host), 9100) for host in HOSTS] + [(live.address(host), 8790) for host in live.WORKERS]
+    # The cluster's registry (dask_images_distribution cluster-registry) on the scheduler host.
+    ports.append((live.address(live.SCHEDULER), 5000))
     return ports
 
 
