@@ -94,7 +94,7 @@ def step(previous: int) -> int:
 def held_by_host(client: Any, keys: set[str]) -> dict[str, int]:
     count: dict[str, int] = {}
     for key, holders in client.who_has().items():
-        if key in keys:
+        if str(key) in keys:  # who_has's keys are the chunks' tuples
             for holder in holders:
                 host = holder.split("://", 1)[1].rsplit(":", 1)[0]
                 count[host] = count.get(host, 0) + 1
