@@ -4,12 +4,15 @@ dask-w1 through the scheduler, removes the cluster from dask-w2 and takes it out
 then, with the line gone, site.yml adds it back without restarting dask-w1's worker."""
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
+import cloudpickle
 import live
 import yaml
 
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the cluster cannot import this module
 VARS = f"@{live.ROOT / 'molecule' / 'default' / 'vars' / 'side-effect.yml'}"
 RETIRED, KEPT = "dask-w2", "dask-w1"
 

@@ -7,14 +7,17 @@ retire, restart and re-register times (reports/rolling.jsonl on the controller).
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from typing import Any
 
+import cloudpickle
 import dask.array as da
 import live
 import numpy as np
 
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the cluster cannot import this module
 VARS = f"@{live.ROOT / 'molecule' / 'default' / 'vars' / 'side-effect.yml'}"
 # A worker setting that changes both worker hosts' unit (the default is 60).
 CHANGE = "dask_worker_death_timeout=75"
