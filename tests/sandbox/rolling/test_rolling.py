@@ -7,28 +7,26 @@ retire, restart and re-register times (reports/rolling.jsonl on the controller).
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 from typing import Any
 
-import cloudpickle
 import dask.array as da
 import live
 import numpy as np
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the cluster cannot import this module
 VARS = f"@{live.ROOT / 'molecule' / 'default' / 'vars' / 'side-effect.yml'}"
 # A worker setting that changes both worker hosts' unit (the default is 60).
 CHANGE = "dask_worker_death_timeout=75"
 
 
-def step(value: int) -> int:
-    time.sleep(0.2)
-    return value + 1
-
-
 def test_a_worker_change_rolls_host_by_host_without_losing_work() -> None:
+    # Local: distributed pickles it by value (a module-level function would be pickled by reference, and the
+    # cluster cannot import this module).
+    def step(value: int) -> int:
+        time.sleep(0.2)
+        return value + 1
+
     with live.connect(timeout=60) as client:
         before = {info["name"]: address for address, info in live.workers(client).items()}
         assert len(before) == len(live.WORKERS), before
