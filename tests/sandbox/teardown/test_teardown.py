@@ -28,7 +28,7 @@ def torn_down() -> float:
 
 @pytest.mark.parametrize("host", HOSTS)
 def test_the_host_is_clean_of_the_cluster(torn_down: float, host: str) -> None:
-    units = live.on_host(host, "systemctl", "list-unit-files", "--no-legend", "dask-*").stdout.strip()
+    units = live.on_host(host, "systemctl", "list-unit-files", "--no-legend", "dask-*", check=False).stdout.strip()
     assert units == "", units
     containers = live.on_host(host, "docker", "ps", "-a", "--format", "{{.Names}}").stdout.split()
     assert not [name for name in containers if name.startswith("dask-")], containers
