@@ -140,6 +140,10 @@ def main(argv: list[str]) -> int:
     add("## Gather probe (tests/gpu/gather_probe.py from the host, through the client address)")
     add(collapse(read(work / "gather.txt")))
     add("")
+    if (work / "gpu-metrics.txt").exists():
+        add("## GPU series in the worker containers' /metrics (tests/gpu/gpu_metrics_probe.py from the host)")
+        add(collapse(read(work / "gpu-metrics.txt")))
+        add("")
     if bench:
         add("## Benchmark (dask-gpu-bench in a container, GPUs through CDI)")
         for address, base in sorted(bench.get("baselines", {}).items()):

@@ -4,7 +4,9 @@ worker's /metrics carries its own GPU (UUID distinct per worker, all the machine
 50 % while a matmul loop runs on that worker, memory used grows by what CuPy allocated (within 5 %), and a scrape
 takes under 50 ms. Exit status 0 when every check passes.
 
-    tests/gpu/gpu_metrics_probe.py SCHEDULER_ADDRESS   (TLS from the DASK_DISTRIBUTED__COMM__TLS__* environment)
+    tests/gpu/gpu_metrics_probe.py SCHEDULER_ADDRESS [--first-port N]
+    (TLS from the DASK_DISTRIBUTED__COMM__TLS__* environment; --first-port: the workers' HTTP ports must be
+    N, N+1, ... one per GPU, the fixed ports monitoring sets)
 """
 from __future__ import annotations
 
@@ -57,6 +59,7 @@ def hold(nbytes: int) -> Any:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scheduler")
+    parser.add_argument("--first-port", type=int, help="the workers' HTTP ports must be N, N+1, ... (monitoring on)")
     args = parser.parse_args()
     pynvml.nvmlInit()
     machine = sorted(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))
@@ -71,6 +74,9 @@ def main() -> int:
 
     with Client(args.scheduler, timeout=30) as client:
         ports = client.run(lambda dask_worker: dask_worker.http_server.port)
+        if args.first_port is not None:
+            want = list(range(args.first_port, args.first_port + len(machine)))
+            check(sorted(ports.values()) == want, f"worker HTTP ports {sorted(ports.values())} (want {want})")
         seen: dict[str, str] = {}
         for address, port in sorted(ports.items()):
             values, labels, _ = scrape(port)
