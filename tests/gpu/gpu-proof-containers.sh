@@ -12,8 +12,7 @@
 #  5. the verification client (dask-gpu-verify) and the benchmark client (dask-gpu-bench) run as containers
 #     from their specs (flags from the spec builder's docker_run_args); the workers' containers are inspected;
 #     tests/gpu/gpu_metrics_probe.py reads each worker container's /metrics (its own GPU's series, utilisation
-#     under load, memory used against a CuPy allocation, scrape time; the fixed ports when RENDER_EXTRA sets
-#     dask_monitoring_enabled);
+#     under load, memory used against a CuPy allocation, scrape time, the fixed ports 8790+N);
 #  6. everything stops through the units' ExecStop lines; dockerd is stopped.
 #   OUT=/tmp/out CERTS_DIR=.gpucerts [BENCH=0] [MACHINE=h100-1gpu] [RENDER_EXTRA='{"dask_transport": ...}']
 #     [STANDIN_REUSE=1] tests/gpu/gpu-proof-containers.sh
@@ -227,10 +226,9 @@ step "GPU series in each worker container's /metrics (tests/gpu/gpu_metrics_prob
 (
   eval "$(python3 tests/gpu/spec_value.py "$r-verify.json" exports)"
   address=$(python3 tests/gpu/spec_value.py "$r-verify.json" arg --scheduler)
-  ports=()  # monitoring on: worker N serves HTTP on the fixed port dask_worker_http_port + N
-  grep -q 'dask_gpu_verify.worker_ports' "$r-worker.env" "$r-worker.service" 2>/dev/null \
-    && ports=(--first-port "$(python3 tests/gpu/spec_value.py "$r-worker.json" arg --dashboard-address | sed 's/.*://')")
-  python3 tests/gpu/gpu_metrics_probe.py "$address" "${ports[@]}"
+  # GPU worker N serves HTTP on the fixed port dask_worker_http_port + N (the worker_ports nanny preload)
+  first=$(python3 tests/gpu/spec_value.py "$r-worker.json" arg --dashboard-address | sed 's/.*://')
+  python3 tests/gpu/gpu_metrics_probe.py "$address" --first-port "$first"
 ) > "$work/gpu-metrics.txt" 2>&1 || { echo "GPU metrics probe FAILED"; status=1; }
 grep -E '^(PASS|FAIL)' "$work/gpu-metrics.txt" || tail -5 "$work/gpu-metrics.txt"
 

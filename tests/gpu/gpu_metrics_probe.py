@@ -6,7 +6,7 @@ takes under 50 ms. Exit status 0 when every check passes.
 
     tests/gpu/gpu_metrics_probe.py SCHEDULER_ADDRESS [--first-port N]
     (TLS from the DASK_DISTRIBUTED__COMM__TLS__* environment; --first-port: the workers' HTTP ports must be
-    N, N+1, ... one per GPU, the fixed ports monitoring sets)
+    N, N+1, ... one per GPU, the fixed ports of the bundle's GPU workers)
 """
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def hold(nbytes: int) -> Any:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scheduler")
-    parser.add_argument("--first-port", type=int, help="the workers' HTTP ports must be N, N+1, ... (monitoring on)")
+    parser.add_argument("--first-port", type=int, help="the workers' HTTP ports must be N, N+1, ... (one per GPU)")
     args = parser.parse_args()
     pynvml.nvmlInit()
     machine = sorted(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))
