@@ -5,7 +5,7 @@
 # An image that already exists is kept; set BASE_IMAGES_REBUILD=1 to make it again.
 set -euo pipefail
 
-mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+mirror="$(bash "$(dirname "$0")/debian-mirror.sh")"  # the machine's own apt mirror (or DEBIAN_MIRROR)
 suites=("$@")
 [ ${#suites[@]} -gt 0 ] || suites=(bookworm)
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Write the command lines and GPU requests of compose.yaml and compose.cpu.yaml from the spec builder
-(roles/dask/filter_plugins/dask_spec.py), the one place where the scheduler, worker and client command lines and
-the containers' GPU requests are made; and compose.cdi.yaml, which is compose.yaml with the GPUs requested as CDI
-devices (a whole file rather than an override: compose would add an override's GPU requests to compose.yaml's).
+(plugin_utils/spec.py of the collection in collections/), the one place where the scheduler, worker and client
+command lines and the containers' GPU requests are made; and compose.cdi.yaml, which is compose.yaml with the GPUs
+requested as CDI devices (a whole file rather than an override: compose would add an override's GPU requests to
+compose.yaml's).
 
     scripts/compose-gen.py           rewrite each block between "# BEGIN generated: NAME" and "# END generated",
                                      and compose.cdi.yaml
@@ -38,8 +39,6 @@ CDI_HEADER = """\
 BLOCK = re.compile(r"^(?P<indent>[ ]*)# BEGIN generated: (?P<name>[a-z-]+)(?: [(][^\n]*)?\n.*?^[ ]*# END generated\n",
                    re.M | re.S)
 SCHEDULER = "tcp://scheduler:8786"
-LOCAL_DIR = "/var/lib/dask"
-REPORTS = "/var/lib/dask-reports"
 # How many workers verification expects comes from the environment (scripts/compose-up.sh counts the GPUs).
 EXPECT = "${DASK_EXPECT_WORKERS:-1}"
 # Which GPUs the containers get: all, or DASK_GPUS (with CDI, one GPU: an index or a UUID).
@@ -49,12 +48,15 @@ Block = tuple[str, Any]
 
 
 def builder() -> ModuleType:
-    path = ROOT / "roles" / "dask" / "filter_plugins" / "dask_spec.py"
-    spec = importlib.util.spec_from_file_location("dask_spec", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The spec builder of the collection dask_gpu.bundle (collections/ in this repository)."""
+    sys.path.insert(0, str(ROOT / "collections"))
+    return importlib.import_module("ansible_collections.dask_gpu.bundle.plugins.plugin_utils.spec")
+
+
+def container_paths() -> dict[str, str]:
+    """The images' own paths (the model's CONTAINER_PATHS): the workers' local directory, the reports folder."""
+    model = importlib.import_module("ansible_collections.dask_gpu.bundle.plugins.plugin_utils.model")
+    return dict(model.CONTAINER_PATHS)
 
 
 def gpu_deploy(spec: ModuleType, request: str) -> dict[str, Any]:
@@ -65,13 +67,15 @@ def gpu_deploy(spec: ModuleType, request: str) -> dict[str, Any]:
 
 def commands() -> dict[str, Block]:
     spec = builder()
-    worker = {"host": None, "memory_limit": None, "local_dir": LOCAL_DIR, "death_timeout": 60, "http_port": 8790}
+    paths = container_paths()
+    local_dir, reports = paths["local"], paths["reports"]
+    worker = {"host": None, "memory_limit": None, "local_dir": local_dir, "death_timeout": 60, "http_port": 8790}
     return {
         "scheduler": ("command", spec.scheduler_argv("0.0.0.0", 8786, ":8787", "tcp", None, [])),
         "gpu-worker": ("command", spec.worker_argv(True, SCHEDULER, name=None, nthreads=None, **worker)),
         "cpu-worker": ("command", spec.worker_argv(False, SCHEDULER, name="cpu-worker", nthreads=2, **worker)),
-        "gpu-verify": ("command", spec.verify_argv(SCHEDULER, EXPECT, f"{REPORTS}/verify.json", allow_cpu=False)),
-        "cpu-verify": ("command", spec.verify_argv(SCHEDULER, EXPECT, f"{REPORTS}/verify.json", allow_cpu=True)),
+        "gpu-verify": ("command", spec.verify_argv(SCHEDULER, EXPECT, f"{reports}/verify.json", allow_cpu=False)),
+        "cpu-verify": ("command", spec.verify_argv(SCHEDULER, EXPECT, f"{reports}/verify.json", allow_cpu=True)),
         "gpus": ("deploy", gpu_deploy(spec, "gpus")),
         "cdi-gpus": ("deploy", gpu_deploy(spec, "cdi")),
     }

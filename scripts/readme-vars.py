@@ -35,7 +35,7 @@ def default(option: dict[str, object]) -> str:
 
 def allowed(option: dict[str, object]) -> str:
     """The option's constraint: its choices, or its description's 'Allowed:' item (grammar in
-    roles/dask/filter_plugins/dask_validate.py)."""
+    collections/ansible_collections/dask_gpu/bundle/plugins/plugin_utils/options.py)."""
     if "choices" in option:
         return "one of " + ", ".join(f"`{choice}`" for choice in option["choices"])  # type: ignore[attr-defined]
     items = option.get("description")

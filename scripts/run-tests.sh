@@ -26,7 +26,7 @@ echo "sandbox done in $(( $(date +%s) - started )) s"
 
 step "pytest"
 set +e
-.venv/bin/python -m pytest -v -p no:cacheprovider --durations=15 --ignore=tests/sandbox tests "$@"
+.venv/bin/python -m pytest -v -p no:cacheprovider -n 2 --dist loadfile --durations=15 --ignore=tests/sandbox tests "$@"
 status=$?
 set -e
 if [ "$status" = 5 ]; then echo "pytest collected no tests: that is a failure here" >&2; exit 1; fi

@@ -40,7 +40,7 @@ install_plugin() { # $1: plugin binary name, $2: trixie package name
   mkdir -p "$work/lists/partial" "$work/cache/archives/partial"
   cat >"$work/trixie.sources" <<SRC
 Types: deb
-URIs: http://deb.debian.org/debian
+URIs: $(bash "$(dirname "$0")/debian-mirror.sh")
 Suites: trixie
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg

@@ -2,7 +2,7 @@
 """The `docker` command lines of the rendered units and client specs, as argv (printed shell-quoted, for eval),
 for tests/gpu/gpu-proof-containers.sh. Nothing is rebuilt by hand: unit lines are read back from the .service
 files that playbooks/render-commands.yml wrote (systemd's quoting and $$/%% escapes undone), client lines come
-from the spec builder's own docker_run_args (roles/dask/filter_plugins/dask_spec.py).
+from the spec builder's own docker_run_args (plugin_utils/spec.py of the collection in collections/).
 
     unit_command.py line UNIT.service ExecStart|ExecStartPre|ExecStop   the unit's command, unchanged
     unit_command.py detached UNIT.service    ExecStart, `docker run --rm --name X` made `docker run --detach --name X`
@@ -69,8 +69,8 @@ def detached(unit: Path) -> list[str]:
 
 
 def client(spec_path: Path) -> list[str]:
-    sys.path.insert(0, str(ROOT / "roles" / "dask" / "filter_plugins"))
-    import dask_spec  # the spec builder itself
+    sys.path.insert(0, str(ROOT / "collections"))
+    from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import spec as dask_spec  # the spec builder itself
 
     spec = json.loads(spec_path.read_text())
     env = [item for key, value in sorted(spec["env"].items()) for item in ("--env", f"{key}={value}")]

@@ -129,7 +129,25 @@ def test_cdi_with_a_gpu_selection_passes(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout[-3000:]
 
 
+# NVML readings of the same two GPUs, GPU 1 with uncorrectable ECC errors and a row remap pending: a stand-in for a
+# faulty GPU (gpu_facts_nvml_readings replays them instead of reading NVML).
+UNFIT = str(Path(__file__).resolve().parent / "fixtures" / "h200x2-nvml-gpu1-unfit.json")
+
+
+def test_an_unfit_gpu_is_left_out_and_named(tmp_path: Path) -> None:
+    result = run_check(tmp_path, inventory(gpu_host(gpu_facts_nvml_readings=UNFIT), {"dask_cuda_major": "13"}))
+    assert result.returncode == 0, result.stdout[-3000:]
+    output = " ".join(result.stdout.split())
+    assert f"host g1: GPU 1 ({H200_UUID_1}) is left out, unfit for work: 2 uncorrectable ECC errors since the " \
+        "driver loaded, a remapped memory row waits for a GPU reset" in output, output[-3000:]
+
+
 GPU_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]] = [
+    ("unfit GPU with dask_worker_gpu_health fail", gpu_host(gpu_facts_nvml_readings=UNFIT,
+                                                             dask_worker_gpu_health="fail"), None,
+     ["host g1: unfit GPUs (dask_worker_gpu_health: fail)", f"GPU 1 ({H200_UUID_1}): 2 uncorrectable ECC errors"]),
+    ("every selected GPU unfit", gpu_host(gpu_facts_nvml_readings=UNFIT, dask_worker_gpus=["1"]), None,
+     ["host g1: every selected GPU of this host is unfit"]),
     ("GPU index the host does not have", gpu_host(dask_worker_gpus=["2"]), None,
      ["host g1: dask_worker_gpus entry \"2\" is not a GPU of this host", "has 2 GPUs"]),
     ("GPU UUID the host does not have", gpu_host(dask_worker_gpus=["GPU-00000000-0000-0000-0000-000000000000"]), None,

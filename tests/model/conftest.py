@@ -1,28 +1,18 @@
-"""Load the cluster model and spec builder (Ansible filter plugins of role dask) as plain modules."""
+"""The cluster model and spec builder (collection dask_gpu.bundle, plugins/plugin_utils) as plain modules."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-PLUGINS = Path(__file__).resolve().parents[2] / "roles" / "dask" / "filter_plugins"
-
-
-def load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, PLUGINS / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import model as model_module
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import spec as spec_module
 
 
 @pytest.fixture(scope="session")
 def model() -> ModuleType:
-    return load("dask_model")
+    return model_module
 
 
 @pytest.fixture(scope="session")
 def builder() -> ModuleType:
-    return load("dask_spec")
+    return spec_module

@@ -5,7 +5,12 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import yaml
+from jinja2 import Environment, nodes
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = sorted(path.name for path in (ROOT / "roles").iterdir() if path.is_dir())
@@ -43,3 +48,73 @@ def test_the_spec_builder_makes_the_compose_command_lines() -> None:
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "compose-gen.py"), "--check"],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def _spec_options() -> set[str]:
+    names: set[str] = set()
+    for path in (ROOT / "roles").glob("*/meta/argument_specs.yml"):
+        names |= set(yaml.safe_load(path.read_text())["argument_specs"]["main"].get("options") or {})
+    return names
+
+
+def _jinja_sources(value: Any, key: str | None = None) -> Iterator[str]:
+    """Every Jinja expression in a YAML document: templated strings, and the bare expressions of conditionals."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            yield from _jinja_sources(item, str(name))
+    elif isinstance(value, list):
+        for item in value:
+            yield from _jinja_sources(item, key)
+    elif isinstance(value, str):
+        if key in BARE_EXPRESSIONS and "{{" not in value:
+            yield "{{ " + value + " }}"
+        elif "{{" in value or "{%" in value:
+            yield value
+
+
+BARE_EXPRESSIONS = ("when", "that", "until", "changed_when", "failed_when")
+# The GPU probe runs before the settings are typed (the model needs its result); its options are strings.
+READ_BEFORE_THE_MODEL = {("roles/gpu_facts/tasks/probe.yml", "gpu_facts_nvidia_smi"),
+                         ("roles/gpu_facts/tasks/probe.yml", "gpu_facts_nvml_readings")}
+
+
+def test_every_reader_sees_typed_settings() -> None:
+    """No task, template or playbook reads an option raw (a -e key=value string would stay a string there): every
+    one reads dask_settings.NAME, which the model typed by its spec. Jinja's own parser finds the variables read."""
+    options, env = _spec_options(), Environment(autoescape=True)  # parsed, never rendered
+    alerts = Environment(autoescape=True, variable_start_string="[[", variable_end_string="]]")
+    raw: list[str] = []
+    for path in files():
+        relative = str(path.relative_to(ROOT))
+        if path.suffix == ".yml" and (relative.startswith(("roles/", "playbooks/")) or relative == "site.yml") \
+                and "/meta/" not in relative and "/defaults/" not in relative:
+            sources = list(_jinja_sources(yaml.safe_load(path.read_text())))
+            parser = env
+        elif path.suffix == ".j2" and relative.startswith(("roles/", "playbooks/")):
+            sources, parser = [path.read_text()], alerts if "alerts" in path.name else env
+        else:
+            continue
+        for source in sources:
+            read = {node.name for node in parser.parse(source).find_all(nodes.Name)} & options
+            raw += [f"{relative}: {name}" for name in sorted(read) if (relative, name) not in READ_BEFORE_THE_MODEL]
+    assert not raw, "options read raw instead of through dask_settings:\n" + "\n".join(sorted(set(raw)))
+
+
+def test_the_role_list_is_not_written_anywhere() -> None:
+    """The model finds every role's argument spec itself (a new role needs no edit in the hub)."""
+    text = (ROOT / "roles" / "dask" / "vars" / "main.yml").read_text()
+    assert "role_specs" in text and not re.search(r"_role_names:\s*\[", text)
+
+
+def test_the_core_names_no_feature() -> None:
+    """The core of the model and checks reads no option of a feature's role: each feature's facts and checks live in
+    its own module of plugin_utils/features/ (a new service touches its module and one registry line)."""
+    utils = ROOT / "collections" / "ansible_collections" / "dask_gpu" / "bundle" / "plugins" / "plugin_utils"
+    features = [path.stem for path in (utils / "features").glob("*.py") if path.stem != "__init__"]
+    assert sorted(features) == ["firewall", "images", "monitoring", "toolkit"]
+    owned = re.compile(r"[\"'](dask_monitoring_|dask_images_|dask_firewall_|nvidia_container_toolkit_)[a-z_]+[\"']")
+    for core in ("model.py", "checks.py", "spec.py", "settings.py", "records.py"):
+        # (a replaced variable's name, in the typo hints, is no option any more)
+        reads = [match.group(0) for match in owned.finditer((utils / core).read_text())
+                 if match.group(0).strip("\"'") in _spec_options()]
+        assert not reads, f"{core} reads {reads}"

@@ -6,6 +6,10 @@ from types import ModuleType
 from typing import Any
 
 import yaml
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import settings as typing
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import images
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.gpus import select
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.transport import facets
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUPS = {"dask_scheduler": ["s1"], "dask_cuda_workers": ["g1", "g2"], "dask_cpu_workers": ["c1"]}
@@ -22,7 +26,7 @@ def specs() -> dict[str, dict[str, Any]]:
 def settings(model: ModuleType, **values: Any) -> dict[str, Any]:
     base = {"dask_rapids_release": "26.10", "dask_cuda_major": "12", "dask_image_profile": "lean",
             "dask_base_image": "debian:bookworm-slim", "dask_repo_dir": "/repo", "dask_controller_dir": "/ctl"}
-    return model.resolve_settings({**base, **values}, specs())
+    return typing.typed_settings({**base, **values}, specs(), ["s1", "g1", "g2", "c1"])
 
 
 def test_settings_take_the_inventory_value_else_the_spec_default(model: ModuleType) -> None:
@@ -99,12 +103,13 @@ def test_cluster_registry_runs_on_the_scheduler_host_and_the_build_host_pushes_w
                                                "push_host": "g1"}
 
 
-def test_transport_sets_client_and_worker_protocols(model: ModuleType) -> None:
-    assert model.transport({"dask_transport": "tls"}) == ("tls", "tls")
-    assert model.transport({"dask_transport": "tls-ucx"}) == ("tls", "ucx")
-    assert model.transport({"dask_transport": "ucx"}) == ("ucx", "ucx")
-    assert model.transport({"dask_transport": "tcp"}) == ("tcp", "tcp")
-    assert model.protocol({}) == "tls"
+def test_transport_sets_client_and_worker_protocols() -> None:
+    names = ("tls", "tls-ucx", "ucx", "tcp")
+    pairs = {name: (facets(name)["client_protocol"], facets(name)["protocol"]) for name in names}
+    assert pairs == {"tls": ("tls", "tls"), "tls-ucx": ("tls", "ucx"), "ucx": ("ucx", "ucx"), "tcp": ("tcp", "tcp")}
+    # What the firewall reads: clients talk to the workers directly with tls and ucx, the scheduler only otherwise.
+    assert [name for name in names if facets(name)["clients_reach_workers"]] == ["tls", "ucx"]
+    assert facets("tls-ucx")["scheduler_second_listener"] and not facets("tls")["scheduler_second_listener"]
 
 
 def test_tls_ucx_gives_clients_tls_and_workers_the_ucx_listener(model: ModuleType) -> None:
@@ -128,10 +133,12 @@ def topology(count: int, link: str, nvlinked: tuple[tuple[int, int], ...] = ()) 
                        for a in range(count)}}
 
 
-def gpu_host(count: int, topo: dict[str, Any] | None, **extra: Any) -> dict[str, Any]:
+def gpu_host(count: int, topo: dict[str, Any] | None, wanted: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    """A GPU host's model with `count` GPUs, its workers on `wanted` (dask_worker_gpus; all when None)."""
     gpus = [{"index": i, "uuid": f"GPU-{i}", "mig": [f"MIG-{i}a", f"MIG-{i}b"]} for i in range(count)]
-    return {"name": "g1", "worker_mode": "gpu", "worker_count": count, "gpus": gpus, "topology": topo or {},
-            **extra}
+    workers = select(wanted or [], {"gpus": gpus}).gpus
+    return {"name": "g1", "worker_mode": "gpu", "worker_count": len(workers), "gpus": gpus, "worker_gpus": workers,
+            "topology": topo or {}, **extra}
 
 
 def test_host_model_carries_the_topology_and_whether_its_worker_gpus_are_nvlinked(model: ModuleType) -> None:
@@ -183,10 +190,10 @@ def test_advice_counts_partly_nvlinked_and_selected_gpus(model: ModuleType) -> N
     partial = topology(4, "SYS", ((0, 1), (2, 3)))
     [text] = model.advice(gpu_host(4, partial), {"dask_transport": "tls"})
     assert "NVLink (NV4) connects 2 of the 6 pairs of GPUs 0-3, the others are PCIe only" in text
-    pair = gpu_host(2, partial, gpus=gpu_host(4, None)["gpus"])  # two workers, on GPUs 2 and 3 (by UUID)
-    [text] = model.advice(pair, {"dask_transport": "tls", "dask_worker_gpus": ["GPU-2", "3"]})
+    pair = gpu_host(4, partial, ["GPU-2", "3"])  # two workers, on GPUs 2 and 3 (by UUID and index)
+    [text] = model.advice(pair, {"dask_transport": "tls"})
     assert "GPUs 2 and 3 are connected by NVLink (NV4)" in text
-    [text] = model.advice(pair, {"dask_transport": "tls", "dask_worker_gpus": ["0", "2"]})
+    [text] = model.advice(gpu_host(4, partial, ["0", "2"]), {"dask_transport": "tls"})
     assert "GPUs 0 and 2 have no NVLink (PCIe only)" in text
 
 
@@ -194,7 +201,7 @@ def test_advice_without_a_topology_says_it_is_unknown(model: ModuleType) -> None
     [text] = model.advice(gpu_host(2, None), {"dask_transport": "tls"})
     assert "NVLink topology is unknown (nvidia-smi topo -m gave none)" in text
     assert "10-100 times" in text and "Set dask_transport: tls-ucx" in text
-    [mig] = model.advice(gpu_host(1, topology(1, "X"), worker_count=2), {"dask_worker_gpus": ["MIG-0a", "MIG-0b"]})
+    [mig] = model.advice(gpu_host(1, topology(1, "X"), ["MIG-0a", "MIG-0b"]), {})
     assert "unknown" not in mig and "Set dask_transport: tls-ucx" in mig
 
 
@@ -275,7 +282,7 @@ def test_a_retired_host_leaves_every_list_of_the_cluster(model: ModuleType) -> N
 def test_archive_distribution_is_advised_against_from_three_hosts(model: ModuleType) -> None:
     hosts = {"s1": {"bind_address": "10.0.0.5"}, "g1": {"bind_address": "10.0.0.6"}, "c1": {"bind_address": "10.0.0.7"}}
     archive = model.cluster_model(settings(model), hosts, GROUPS, "abc")
-    assert len(archive["hosts"]) >= model.REGISTRY_ADVISED_FROM
+    assert len(archive["hosts"]) >= images.REGISTRY_ADVISED_FROM
     assert "dask_images_distribution: cluster-registry" in model.cluster_advice(archive)[0]
     ours = model.cluster_model(settings(model, dask_images_distribution="cluster-registry"), hosts, GROUPS, "abc")
     assert model.cluster_advice(ours) == []

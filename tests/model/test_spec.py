@@ -5,6 +5,9 @@ import json
 from types import ModuleType
 from typing import Any
 
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.gpus import select
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import identity
+
 CLUSTER: dict[str, Any] = {
     "name": "c", "protocol": "tls", "tls": True, "scheduler_address": "tls://10.0.0.1:8786", "scheduler_port": 8786,
     "worker_scheduler_address": "tls://10.0.0.1:8786", "scheduler_ucx_port": None, "transport": "tls",
@@ -12,11 +15,23 @@ CLUSTER: dict[str, Any] = {
     "workers_per_host": {"g1": 2, "c1": 1}, "cpu_hosts": ["c1"], "uid": 10001, "gid": 10001,
     "images": {"scheduler": "dask-gpu-scheduler:t", "worker": "dask-gpu-worker:t"},
     "paths": {"config": "/etc/dask", "data": "/var/lib/dask", "container": {
-        "tls": "/etc/dask/tls", "local": "/var/lib/dask", "reports": "/var/lib/dask-reports"}}}
-GPU_HOST = {"name": "g1", "bind_address": "10.0.0.2", "worker_mode": "gpu", "worker_count": 2, "worker_nthreads": 1}
+        "tls": "/etc/dask/tls", "local": "/var/lib/dask", "reports": "/var/lib/dask-reports"}},
+    "scheduler_urls": {"health": "http://127.0.0.1:8787/health", "counts": "http://127.0.0.1:8787/json/counts.json"},
+    **identity("dask")}
+PROBED = [{"index": 0, "uuid": "GPU-0"}, {"index": 1, "uuid": "GPU-1"}, {"index": 2, "uuid": "GPU-2"}]
+
+
+def gpu_host(wanted: list[str], probed: list[dict[str, Any]] = PROBED) -> dict[str, Any]:
+    """A GPU host's model whose workers use `wanted` (dask_worker_gpus, resolved as the model resolves it)."""
+    workers = select(wanted, {"gpus": probed}).gpus
+    return {"name": "g1", "bind_address": "10.0.0.2", "worker_mode": "gpu", "worker_count": len(workers),
+            "worker_nthreads": 1, "gpus": probed, "worker_gpus": workers, "worker_gpus_all": not wanted}
+
+
+GPU_HOST = gpu_host(["0", "GPU-1"])
 SETTINGS = {"dask_worker_http_port": 8790, "dask_worker_memory_limit": "auto", "dask_worker_death_timeout": 60,
             "dask_worker_device_memory_limit": "0.8", "dask_worker_gpu_request": "cdi", "dask_worker_stop_timeout": 30,
-            "dask_worker_gpus": ["0", "GPU-1"], "dask_scheduler_stop_timeout": 20, "dask_verify_timeout": 120,
+            "dask_scheduler_stop_timeout": 20, "dask_verify_timeout": 120,
             "dask_worker_extra_args": ["--lifetime", "1h"]}
 
 
@@ -41,21 +56,21 @@ def test_gpu_worker_spec_gets_its_selected_gpus_as_cdi_devices(builder: ModuleTy
 
 
 def test_cdi_without_a_selection_asks_for_every_gpu(builder: ModuleType) -> None:
-    spec = builder.worker_spec(CLUSTER, GPU_HOST, {**SETTINGS, "dask_worker_gpus": []})
+    spec = builder.worker_spec(CLUSTER, gpu_host([]), SETTINGS)
     assert spec["gpus"] == "all" and "CUDA_VISIBLE_DEVICES" not in spec["env"]
     assert gpu_flags(builder.docker_run_args(spec)) == ["--device", "nvidia.com/gpu=all"]
     assert builder.container_args(spec)["device_requests"] == [{"driver": "cdi", "device_ids": ["nvidia.com/gpu=all"]}]
 
 
 def test_gpus_request_uses_the_nvidia_runtime_with_device_ids_for_a_selection(builder: ModuleType) -> None:
-    runtime = {**SETTINGS, "dask_worker_gpu_request": "gpus", "dask_worker_gpus": ["0", "2"]}
-    spec = builder.worker_spec(CLUSTER, GPU_HOST, runtime)
+    runtime = {**SETTINGS, "dask_worker_gpu_request": "gpus"}
+    spec = builder.worker_spec(CLUSTER, gpu_host(["0", "2"]), runtime)
     assert spec["gpus"] == "0,2" and "CUDA_VISIBLE_DEVICES" not in spec["env"]
     # --gpus reads CSV: '"device=0,2"' (quotes inside the value) is docker's form for several devices.
     assert gpu_flags(builder.docker_run_args(spec)) == ["--gpus", '"device=0,2"']
     assert builder.container_args(spec)["device_requests"] == [
         {"driver": "nvidia", "device_ids": ["0", "2"], "capabilities": [["gpu"]]}]
-    every = builder.worker_spec(CLUSTER, GPU_HOST, {**runtime, "dask_worker_gpus": []})
+    every = builder.worker_spec(CLUSTER, gpu_host([]), runtime)
     assert gpu_flags(builder.docker_run_args(every)) == ["--gpus", "all"]
     assert builder.container_args(every)["device_requests"] == [
         {"driver": "nvidia", "count": -1, "capabilities": [["gpu"]]}]
@@ -63,9 +78,9 @@ def test_gpus_request_uses_the_nvidia_runtime_with_device_ids_for_a_selection(bu
 
 def test_a_mig_selection_keeps_cuda_visible_devices_as_uuids(builder: ModuleType) -> None:
     mig = "MIG-11111111-2222-3333-4444-555555555555"
-    host = {**GPU_HOST, "gpus": [{"index": 0, "uuid": "GPU-aaaaaaaa-0000-0000-0000-000000000000", "mig": [mig]},
-                                 {"index": 1, "uuid": "GPU-bbbbbbbb-0000-0000-0000-000000000000", "mig": []}]}
-    spec = builder.worker_spec(CLUSTER, host, {**SETTINGS, "dask_worker_gpus": [mig, "1"]})
+    host = gpu_host([mig, "1"], [{"index": 0, "uuid": "GPU-aaaaaaaa-0000-0000-0000-000000000000", "mig": [mig]},
+                                 {"index": 1, "uuid": "GPU-bbbbbbbb-0000-0000-0000-000000000000", "mig": []}])
+    spec = builder.worker_spec(CLUSTER, host, SETTINGS)
     assert gpu_flags(builder.docker_run_args(spec)) == ["--device", f"nvidia.com/gpu={mig}",
                                                          "--device", "nvidia.com/gpu=1"]
     # dask-cuda counts whole GPUs through NVML: MIG instances are named by UUID, an index by its GPU's UUID.
@@ -84,7 +99,10 @@ def test_cpu_worker_runs_one_dask_worker_without_gpu_flags(builder: ModuleType) 
                                {**SETTINGS, "dask_worker_gpus": []})
     assert spec["argv"][:2] == ["dask", "worker"] and "--nworkers" in spec["argv"]
     assert "--resources" not in spec["argv"] and "CUDA_VISIBLE_DEVICES" not in spec["env"]
-    assert not {"--gpus", "--device", "--ulimit"} & set(builder.docker_run_args(spec))
+    args = builder.docker_run_args(spec)
+    assert not {"--gpus", "--device"} & set(args)
+    # Only the open-files limit (Docker 29 lowers its default to 1024), none of the GPU workers' limits.
+    assert [value for flag, value in zip(args, args[1:], strict=False) if flag == "--ulimit"] == ["nofile=1048576"]
 
 
 def test_scheduler_spec_is_read_only_and_binds_one_address(builder: ModuleType) -> None:

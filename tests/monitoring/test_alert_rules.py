@@ -439,6 +439,25 @@ def ecc_errors_quiet(c: Ctx) -> Scenario:
     return Scenario(data, [(c.fires_at, []), (c.late, [])])
 
 
+# DaskGPUUnhealthy
+
+
+def unhealthy_fires(c: Ctx) -> Scenario:
+    """gpu01's GPU 1 turns unfit at onset and stays so; GPU 0 stays fit."""
+    data = {series("dask_worker_gpu_healthy", gpu("gpu01", 0)): c.values(flat(1)),
+            series("dask_worker_gpu_healthy", gpu("gpu01", 1)): c.values(flat(1, c.onset), flat(0))}
+    alert = Expected({**gpu("gpu01", 1), "severity": "critical"},
+                     {"summary": f"GPU 1 ({gpu_uuid('gpu01', 1)}) on gpu01 is unfit for work (docs/gpu-health.md)"})
+    return Scenario(data, [(c.fires_at - c.step, []), (c.fires_at, [alert])])
+
+
+def unhealthy_quiet(c: Ctx) -> Scenario:
+    """GPU 1 is unfit for one step less than `for`, then fit again."""
+    data = {series("dask_worker_gpu_healthy", gpu("gpu01", 1)): c.values(flat(1, c.onset), flat(0, c.fires_at),
+                                                                          flat(1))}
+    return Scenario(data, [(c.fires_at - c.step, []), (c.fires_at, []), (c.late, [])])
+
+
 # DaskGPUXidErrors
 
 
@@ -493,6 +512,8 @@ CASES = [
     Case("DaskWorkersPaused", False, workers_paused_quiet),
     Case("DaskGPUUncorrectedECCErrors", True, ecc_errors_fires),
     Case("DaskGPUUncorrectedECCErrors", False, ecc_errors_quiet),
+    Case("DaskGPUUnhealthy", True, unhealthy_fires),
+    Case("DaskGPUUnhealthy", False, unhealthy_quiet),
     Case("DaskGPUXidErrors", True, xid_errors_fires),
     Case("DaskGPUXidErrors", False, xid_errors_quiet),
     Case("DaskGPUXidErrors", False, xid_errors_reset_quiet),

@@ -1,6 +1,6 @@
 """Invalid values generated from the roles' argument specs themselves: for each option, a value its spec forbids
 (out of range, not in the choices, a bad format, or the wrong type), read from its `type`, `elements`, `choices`
-and `Allowed:` item (grammar: roles/dask/filter_plugins/dask_validate.py). Shared by tests/unit/test_validate.py
+and `Allowed:` item (grammar: options.py of the collection in collections/). Shared by tests/unit/test_validate.py
 and tests/inventory/test_generated_invalid.py. A constraint kind this module does not know fails the tests, so
 a new kind in the grammar comes with a generator here."""
 from __future__ import annotations
@@ -21,6 +21,7 @@ BAD_FOR_KIND = {
     "IPv4 address": "300.1.2.3",
     "IPv4 address or CIDR": "10.0.0.0/33",
     "absolute path": "relative/dir",
+    "managed folder": "/var",
     "command name or absolute path": "relative/nvidia-smi",
     "port range FIRST:LAST": "9100:9000",
     "GPU index, GPU-UUID or MIG-UUID": "MIG-1234",
@@ -30,8 +31,9 @@ BAD_FOR_KIND = {
 # Candidates for `LABEL (REGEX)` constraints: the first the regex does not match is used.
 PATTERN_CANDIDATES = ["Bad Value!", "bad\nvalue", "-", "x" * 300]
 # A value of the wrong type for each type.
-WRONG_TYPE = {"int": "four", "bool": "maybe", "str": ["a", "list"], "path": {"a": "mapping"},
-              "list": "not-a-list", "dict": ["not", "a", "mapping"]}
+# (A string is a list to Ansible's argument specs, split at commas: the wrong type for a list is a mapping.)
+WRONG_TYPE = {"int": "four", "bool": "maybe", "float": "many", "str": ["a", "list"], "path": {"a": "mapping"},
+              "list": {"not": "a list"}, "dict": ["not", "a", "mapping"]}
 
 
 def specs() -> dict[str, dict[str, dict[str, Any]]]:

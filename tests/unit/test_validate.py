@@ -1,6 +1,6 @@
-"""Unit tests of the dask_problems filter (roles/dask/filter_plugins/dask_validate.py): the grammar of the specs'
-`Allowed:` items, every option's constraint, generated invalid values, the cross-variable rules, the
-acknowledgements, the inventory and host-fact checks, and that no input makes it raise."""
+"""Unit tests of the checks (collection dask_gpu.bundle: plugin_utils/checks.py, the grammar in options.py, the typing
+in settings.py): the grammar of the specs' `Allowed:` items, every option's constraint, generated invalid values, the
+cross-variable rules, the acknowledgements, the inventory and host-fact checks, and that no input makes it raise."""
 from __future__ import annotations
 
 import copy
@@ -8,11 +8,14 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
+from ansible_collections.dask_gpu.bundle.plugins.filter import checks as checks_filter
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import checks, options
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import settings as typing
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,7 +29,7 @@ def load(name: str, path: Path) -> ModuleType:
     return module
 
 
-validate = load("dask_validate", ROOT / "roles" / "dask" / "filter_plugins" / "dask_validate.py")
+validate = SimpleNamespace(**{**vars(options), **vars(checks)}, dask_problems=checks.problems)
 generator = load("invalid_values", Path(__file__).resolve().parent / "invalid_values.py")
 SPECS = generator.specs()
 OPTIONS = [(role, name) for role, options in SPECS.items() for name in options]
@@ -194,10 +197,15 @@ def test_numeric_strings_and_yes_no_strings_pass_and_are_converted() -> None:
     ctx = context("c1", dask_scheduler_port="8800", dask_tls_disabled_ack="yes", dask_worker_memory_limit=0.9,
                   dask_worker_gpus=[0], dask_firewall_open_ports=["22"])
     assert problems(ctx) == []
-    typed = validate.coerce_settings(ctx["settings"], SPECS)
-    assert typed["dask_scheduler_port"] == 8800 and typed["dask_tls_disabled_ack"] is True
-    assert typed["dask_worker_gpus"] == ["0"] and typed["dask_firewall_open_ports"] == [22]
-    assert validate.coerce_settings({"dask_tls_disabled_ack": "maybe"}, SPECS) == {"dask_tls_disabled_ack": "maybe"}
+    typed = typing.typed(ctx["settings"], SPECS, ["s1", "c1", "g1"])
+    assert typed.problems == {}
+    assert typed.settings["dask_scheduler_port"] == 8800 and typed.settings["dask_tls_disabled_ack"] is True
+    assert typed.settings["dask_worker_gpus"] == ["0"] and typed.settings["dask_firewall_open_ports"] == [22]
+    refused = typing.typed({**ctx["settings"], "dask_tls_disabled_ack": "maybe"}, SPECS, [])
+    # A refused value is reported and its default stands in for the model.
+    assert refused.settings["dask_tls_disabled_ack"] is False
+    assert refused.problems["dask_tls_disabled_ack"] == [
+        'dask_tls_disabled_ack ("maybe") is not a boolean (true/false, yes/no)']
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -278,7 +286,7 @@ def test_ucx_transports_need_the_firewall_and_ucx_off_tls_its_acknowledgement() 
     one(context("s1", dask_transport="ucx", dask_tls_disabled_ack=True),
         "dask_transport=ucx needs dask_firewall_enabled: true")
     one(context("s1", dask_transport="tls-ucx", dask_firewall_enabled=True, dask_scheduler_ucx_port=8786),
-        "dask_scheduler_ucx_port (8786) must differ")
+        "dask_scheduler_port (8786) and dask_scheduler_ucx_port (8786) must be distinct ports on this host")
     # UCX and RMM are in both image profiles (images/requirements/lean.txt)
     for profile in ("lean", "full"):
         assert problems(context("s1", dask_transport="ucx", dask_tls_disabled_ack=True,
@@ -305,11 +313,12 @@ def test_the_cluster_registry_needs_tls_a_cluster_host_and_a_free_port() -> None
     one(context("s1", dask_images_distribution="cluster-registry", dask_images_registry_host="localhost"),
         "dask_images_registry_host=localhost must be a host of the cluster")
     one(context("s1", dask_images_distribution="cluster-registry", dask_images_registry_port=8786),
-        "dask_images_registry_port (8786) is also dask_scheduler_port (8786) on s1")
+        "dask_scheduler_port (8786) and dask_images_registry_port (8786) must be distinct ports on this host")
     one(context("c1", dask_images_distribution="cluster-registry", dask_images_registry_host="c1",
-                dask_images_registry_port=8790), "dask_images_registry_port (8790) is also one of the workers' HTTP")
+                dask_images_registry_port=8790), "dask_worker_http_port (8790) and dask_images_registry_port (8790)")
     one(context("c1", dask_images_distribution="cluster-registry", dask_images_registry_host="c1",
-                dask_worker_port_range="4990:5010"), "inside dask_worker_port_range (4990:5010)")
+                dask_worker_port_range="4990:5010"),
+        "dask_worker_port_range (4990-5010) and dask_images_registry_port (5000)")
     one(context("c1", dask_images_distribution="cluster-registry", dask_images_registry_host="c1",
                 dask_host_state="retired"), "dask_images_registry_host=c1 is retired")
     # Another host does not check the registry host's ports.
@@ -333,8 +342,14 @@ def test_firewall_sources_and_open_ports() -> None:
 
 def test_the_worker_port_range() -> None:
     one(context("c1", dask_worker_port_range="9000"), "host c1", "dask_worker_port_range=\"9000\"")
-    one(context("c1", dask_worker_port_range="8780:8790"), "not overlapping dask_scheduler_port",
-        "dask_scheduler_port (8786)", "dask_worker_http_port (8790)")
+    one(context("c1", dask_worker_port_range="8780:8790"), "dask_worker_http_port (8790) and dask_worker_port_range "
+        "(8780-8790) must be distinct ports")
+    # On the scheduler host the range must also stay clear of the scheduler's ports.
+    groups = {"all": ["s1"], "dask_scheduler": ["s1"], "dask_cuda_workers": [], "dask_cpu_workers": ["s1"],
+              "dask_workers": ["s1"], "dask_cluster": ["s1"]}
+    found = problems(context("s1", groups=groups, dask_worker_port_range="8780:8789"))
+    assert len(found) == 2 and "dask_scheduler_port (8786) and dask_worker_port_range (8780-8789)" in found[0]
+    assert "dask_dashboard_port (8787) and dask_worker_port_range (8780-8789)" in found[1]
     one(context("g1", dask_worker_port_range="9000:9000"), "host g1", "room for 2 workers")
     assert problems(context("g1", dask_worker_port_range="9000:9001")) == []
     assert problems(context("g1", dask_worker_port_range="9000:9000", dask_worker_gpus=["1"])) == []
@@ -517,9 +532,8 @@ def test_broken_facts_and_gpu_probes_give_problems_not_exceptions() -> None:
 
 
 def test_the_filter_is_registered() -> None:
-    filters = validate.FilterModule().filters()
-    assert filters["dask_problems"] is validate.dask_problems
-    assert filters["dask_coerce_settings"] is validate.coerce_settings
+    filters = checks_filter.FilterModule().filters()
+    assert filters["problems"] is checks.problems
 
 
 def test_loopback_is_an_address_of_every_host_also_without_interface_facts() -> None:
@@ -569,9 +583,9 @@ def test_an_exposed_prometheus_needs_its_acknowledgement() -> None:
 
 def test_monitoring_ports_do_not_clash_with_the_clusters() -> None:
     one(context("s1", dask_monitoring_enabled=True, dask_monitoring_node_exporter_port=8786),
-        "dask_monitoring_node_exporter_port (8786) is also dask_scheduler_port (8786)")
+        "dask_scheduler_port (8786) and dask_monitoring_node_exporter_port (8786) must be distinct ports")
     one(context("g1", dask_monitoring_enabled=True, dask_monitoring_node_exporter_port=8791),
-        "dask_monitoring_node_exporter_port (8791) is also the workers' HTTP ports (8790-8791")
+        "dask_worker_http_port (8790-8791) and dask_monitoring_node_exporter_port (8791) must be distinct ports")
     one(context("s1", dask_monitoring_enabled=True, dask_monitoring_port=9100), "dask_monitoring_port (9100)",
         "dask_monitoring_node_exporter_port")
     # Prometheus's port matters on the monitoring host only; with monitoring off nothing is checked.
@@ -581,8 +595,8 @@ def test_monitoring_ports_do_not_clash_with_the_clusters() -> None:
 
 def test_worker_http_ports_span_one_port_per_worker() -> None:
     groups = groups_of(["g1"], ["g1"], [])
-    one(context("g1", groups=groups, dask_worker_http_port=8785), "dask_worker_http_port (8785-8786, one per "
-        "worker)", "dask_scheduler_port (8786)")
+    one(context("g1", groups=groups, dask_worker_http_port=8785), "dask_scheduler_port (8786) and "
+        "dask_worker_http_port (8785-8786) must be distinct ports")
     one(context("g1", dask_worker_http_port=65535), "dask_worker_http_port (65535) leaves no room for 2 workers")
 
 

@@ -86,3 +86,18 @@ def test_values_the_driver_does_not_report_are_left_out_not_zero() -> None:
     text = scrape(fake_nvml(power=False, ecc=False), "GPU-a28b07a0-4e77-4642-1c8d-52004e98b9e4")
     assert "dask_worker_gpu_power_watts" not in text and "dask_worker_gpu_ecc_errors" not in text
     assert 'gpu_index=""' in text and "dask_worker_gpu_utilization_ratio" in text
+
+
+def test_the_health_rules_give_a_healthy_series_per_gpu() -> None:
+    """The reader of dask_gpu_verify.gpu_health replayed: 1 for a fit GPU, 0 for one with uncorrectable errors."""
+    for judged, value in (({"healthy": True, "problems": []}, 1.0),
+                          ({"healthy": False, "problems": ["3 uncorrectable ECC errors"]}, 0.0)):
+        seen: list[str] = []
+        registry = CollectorRegistry()
+        def reader(device: str, judged: dict[str, Any] = judged, seen: list[str] = seen) -> dict[str, Any]:
+            seen.append(device)
+            return {"health": judged}
+
+        gpu_metrics.register(registry, fake_nvml(), "1", health=reader)
+        assert samples(generate_latest(registry).decode())[("dask_worker_gpu_healthy", "")] == value
+        assert seen == ["1"]

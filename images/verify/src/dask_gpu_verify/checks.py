@@ -65,6 +65,13 @@ def missing_gpus(gpus: Mapping[str, Mapping[str, Any]], hosts: Mapping[str, str]
             for worker, info in sorted(gpus.items()) if "uuid" not in info]
 
 
+def gpu_health(health: Mapping[str, Mapping[str, Any]], hosts: Mapping[str, str]) -> list[Finding]:
+    """A GPU worker whose GPU NVML judges unfit (uncorrectable ECC errors, a pending or failed row remap, a degraded
+    PCIe link or NVLink, hardware clock slowdown, over its slowdown temperature): one finding per problem."""
+    return [Finding("gpu-health", f"GPU {info.get('uuid')}: {problem}", host=hosts.get(worker), worker=worker)
+            for worker, info in health.items() for problem in (info.get("health") or {}).get("problems", [])]
+
+
 def worker_counts(workers: Mapping[str, Mapping[str, Any]], expected_total: int,
                   expected_per_host: Mapping[str, int]) -> list[Finding]:
     """Compare registered workers with what the inventory expects, naming hosts that fall short.

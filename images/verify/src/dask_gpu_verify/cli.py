@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import checks, probes, session, workload
+from . import checks, frames, probes, session, workload
 from .findings import Finding
 from .report import Report
 from .session import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
@@ -40,6 +40,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--bandwidth-mib", type=int, default=None,
                    help="array size per worker for the bandwidth probe (default 2048 on GPU, 256 on CPU)")
     p.add_argument("--tolerance", type=float, default=1e-9, help="relative tolerance on the workload's answer")
+    p.add_argument("--frame-rows", type=int, default=frames.DEFAULT_ROWS,
+                   help=f"rows of the data-frame check (default {frames.DEFAULT_ROWS}; 0 leaves it out)")
     p.add_argument("--json", type=Path, default=None, help="write the JSON report here")
     return p
 
@@ -73,6 +75,11 @@ def verify(client: Any, args: argparse.Namespace, report: Report) -> None:
     gpu_workers = sorted(address for address, info in gpus.items() if "uuid" in info)
     report.findings += checks.missing_gpus(gpus, hosts, gpu_required=not args.allow_cpu)
     report.findings += checks.gpu_placement(gpus, hosts)
+    if gpu_workers:
+        health: dict[str, dict[str, Any]] = client.run(probes.gpu_health, workers=gpu_workers)
+        for address, info in health.items():
+            report.workers[address]["gpu_health"] = info
+        report.findings += checks.gpu_health(health, hosts)
     expect_gpus = args.expect_gpus if args.expect_gpus is not None else (0 if args.allow_cpu else args.expect_workers)
     if len(gpu_workers) < expect_gpus:
         report.findings.append(Finding("gpu", f"{len(gpu_workers)} GPU workers found, {expect_gpus} expected"))
@@ -83,6 +90,29 @@ def verify(client: Any, args: argparse.Namespace, report: Report) -> None:
     report.backend = backend.name
     run_bandwidth(client, args, report, backend.targets)
     run_workload(client, args, report, backend.targets)
+    run_frames(client, args, report)
+
+
+def run_frames(client: Any, args: argparse.Namespace, report: Report) -> None:
+    """The data-frame check: cuDF when every worker has it, pandas on CPU workers, else said to be skipped."""
+    if args.frame_rows <= 0:
+        return
+    found: dict[str, dict[str, Any]] = client.run(frames.available)
+    local = frames.available()
+    if report.backend == "cupy" and not all(info.get("cudf") and info.get("dask_cudf") for info in found.values()):
+        report.frames = {"backend": "skipped", "reason": "no cuDF and dask-cudf on every worker (the image's profile "
+                                                         "is lean; dask_image_profile: full has them)"}
+        return
+    broken = [info["dask_dataframe_error"] for info in [*found.values(), local] if info.get("dask_dataframe_error")]
+    if broken:
+        report.frames = {"backend": "skipped", "reason": f"dask.dataframe does not import here ({broken[0]}; the "
+                                                         "lean profile has no pyarrow)"}
+        return
+    report.frames = frames.run(client, "cudf" if report.backend == "cupy" else "pandas", args.frame_rows)
+    if report.frames.get("error"):
+        report.findings.append(Finding("frames", f"failed on the cluster: {report.frames['error']}"))
+    elif not report.frames.get("exact"):
+        report.findings.append(Finding("frames", "the data-frame check's result differs from pandas on the client"))
 
 
 def run_bandwidth(client: Any, args: argparse.Namespace, report: Report, targets: list[str]) -> None:

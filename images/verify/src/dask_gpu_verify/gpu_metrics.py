@@ -14,6 +14,7 @@ Series (labels gpu_uuid, gpu_index, gpu_name):
   dask_worker_gpu_temperature_celsius       GPU die temperature
   dask_worker_gpu_sm_clock_hertz            SM clock
   dask_worker_gpu_ecc_errors_total{type}    volatile ECC errors since the driver loaded (corrected, uncorrected)
+  dask_worker_gpu_healthy                   1 when the health rules (gpu_health.py) find the GPU fit for work, else 0
 XID errors have no NVML counter (they arrive as events); dcgm-exporter reports them.
 """
 from __future__ import annotations
@@ -34,8 +35,11 @@ def owned_device(visible: str | None) -> str:
 class GPUCollector:
     """A prometheus_client collector for one GPU, read through NVML at each scrape."""
 
-    def __init__(self, nvml: Any, device: str) -> None:
+    def __init__(self, nvml: Any, device: str, health: Any = None) -> None:
         self.nvml = nvml
+        self.device = device
+        # The health rules read NVML themselves (ctypes); tests give a reader of replayed readings.
+        self.health = health
         nvml.nvmlInit()
         if device.startswith(("GPU-", "MIG-")):
             self.handle = nvml.nvmlDeviceGetHandleByUUID(device)
@@ -78,6 +82,18 @@ class GPUCollector:
             if count is not None:
                 yield "ecc_errors_total", "counter", "Volatile ECC errors since the driver loaded", \
                     {**labels, "type": kind}, float(count)
+        judged = self._health()
+        if judged is not None:
+            yield "healthy", "gauge", "1 when NVML finds the GPU fit for work (docs/gpu-health.md), else 0", labels, \
+                1.0 if judged.get("healthy") else 0.0
+
+    def _health(self) -> dict[str, Any] | None:
+        if self.health is None:
+            from . import gpu_health
+
+            self.health = gpu_health.read_device
+        found = self.health(self.device)
+        return found.get("health") if isinstance(found, dict) else None
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -98,7 +114,7 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def register(registry: Any = None, nvml: Any = None, visible: str | None = None) -> GPUCollector:
+def register(registry: Any = None, nvml: Any = None, visible: str | None = None, health: Any = None) -> GPUCollector:
     """Register this process's GPU collector with prometheus_client's registry (distributed's /metrics)."""
     if nvml is None:
         import pynvml
@@ -109,7 +125,7 @@ def register(registry: Any = None, nvml: Any = None, visible: str | None = None)
 
         registry = REGISTRY
     collector = GPUCollector(nvml, owned_device(os.environ.get("CUDA_VISIBLE_DEVICES") if visible is None
-                                               else visible))
+                                               else visible), health)
     registry.register(collector)
     return collector
 

@@ -74,6 +74,14 @@ def gpu_info() -> dict[str, Any]:
     return info
 
 
+def gpu_health() -> dict[str, Any]:
+    """This worker's own GPU (the first of its CUDA_VISIBLE_DEVICES) read through NVML and judged (gpu_health.py)."""
+    from . import gpu_health as health
+
+    device = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip() or "0"
+    return health.read_device(device)
+
+
 def memory_bandwidth(nbytes: int, repeats: int, backend: str) -> dict[str, Any]:
     """Best-of-N GB/s for an fp64 sum (reads nbytes) and a copy (reads and writes nbytes)."""
     xp = importlib.import_module(backend)

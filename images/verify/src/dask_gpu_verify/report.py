@@ -17,6 +17,7 @@ class Report:
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
     versions: dict[str, Any] = field(default_factory=dict)
     workload: dict[str, Any] = field(default_factory=dict)
+    frames: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
 
@@ -43,6 +44,7 @@ class Report:
             "workers": self.workers,
             "versions": self.versions,
             "workload": self.workload,
+            "frames": self.frames,
             "bandwidth_cluster": self.cluster_bandwidth(),
             "timings": self.timings,
             "failures": [finding.to_dict() for finding in self.findings],
@@ -83,6 +85,13 @@ class Report:
             load = self.workload
             print(f"workload n={load['n']} chunk={load['chunk']}: result {load.get('result')!r}, expected "
                   f"{load['expected']!r}, {load.get('seconds', float('nan')):.3f} s", file=out)
+        if self.frames.get("backend") == "skipped":
+            print(f"data frames: skipped, {self.frames['reason']}", file=out)
+        elif self.frames and not self.frames.get("error"):
+            frames = self.frames
+            print(f"data frames ({frames['backend']}): {frames['rows']} rows in {frames['partitions']} partitions, "
+                  f"{frames.get('groups')} groups, {'exact' if frames.get('exact') else 'WRONG'}, "
+                  f"{frames.get('seconds', float('nan')):.3f} s", file=out)
         for finding in self.findings:
             print(finding.line(), file=out)
         print("PASS" if self.ok else f"FAILED: {len(self.findings)} check(s)", file=out)

@@ -10,7 +10,8 @@ each nanny, rotated so that the worker's own GPU comes first) in the host's list
 CUDA_VISIBLE_DEVICES when it is set, for example MIG UUIDs; else 0..count-1).
 
 A port of 0 (random), or an address without a port, is left alone. The bundle's units set this preload for GPU
-workers only (roles/dask/filter_plugins/dask_spec.py); a CPU worker host runs one worker on PORT.
+workers only (the spec builder: collections/ansible_collections/dask_gpu/bundle/plugins/plugin_utils/spec.py); a
+CPU worker host runs one worker on PORT.
 """
 from __future__ import annotations
 

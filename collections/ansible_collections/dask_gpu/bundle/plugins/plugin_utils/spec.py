@@ -4,21 +4,22 @@ A spec is a plain dict: name, description, image, argv, env, the container's use
 volumes, limits and GPU request. From a spec the same module renders `docker run` flags (the systemd units),
 community.docker.docker_container arguments (the client containers) and compose service commands
 (scripts/compose-gen.py), so a command line is written in one place. Inputs are the public facts of the
-cluster model (dask_model.py): dask_cluster, dask_host and dask_settings.
+cluster model (model.py): dask_cluster, dask_host and dask_settings. Names come from the cluster's identity
+(dask_cluster.containers: dask-scheduler for the default name, dask-NAME-scheduler otherwise).
 
-GPUs (docs/gpu-request.md): a spec's `gpus` is "" (none), "all" (every GPU of the host) or the host's
-dask_worker_gpus joined by commas ("0,2"); `gpu_request` is how they reach the container: "gpus" (docker --gpus,
-NVIDIA's runtime) or "cdi" (CDI devices nvidia.com/gpu=NAME). A selection is made by the container's devices, not
-by CUDA_VISIBLE_DEVICES: the container sees only those GPUs, numbered from 0.
+GPUs (docs/gpu-request.md): a spec's `gpus` is "" (none), "all" (every GPU of the host) or the devices of the host's
+resolved dask_host.worker_gpus joined by commas ("0,2"); `gpu_request` is how they reach the container: "gpus"
+(docker --gpus, NVIDIA's runtime) or "cdi" (CDI devices nvidia.com/gpu=NAME). A selection is made by the
+container's devices, not by CUDA_VISIBLE_DEVICES: the container sees only those GPUs, numbered from 0.
 """
 from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.gpus import CDI_KIND
+
 HOST_TLS = "{config}/tls"
 GPU_ULIMITS = {"memlock": "-1", "stack": "67108864"}
-# The CDI device kind of NVIDIA GPUs (nvidia-ctk cdi generate); each GPU is named by its index and its UUID.
-CDI_KIND = "nvidia.com/gpu"
 
 
 def gpu_devices(gpus: str) -> list[str]:
@@ -54,19 +55,21 @@ def gpu_device_requests(gpus: str, request: str) -> list[dict[str, Any]]:
     return [{"driver": "nvidia", **selected, "capabilities": [["gpu"]]}]
 
 
-def _gpu_selection(host: dict[str, Any], settings: dict[str, Any]) -> tuple[str, dict[str, str]]:
-    """(the spec's `gpus`, its environment) for the host's dask_worker_gpus.
+def _gpu_selection(host: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """(the spec's `gpus`, its environment) for the host's resolved worker GPUs (dask_host.worker_gpus).
 
     The container holds only the selected GPUs, so dask-cuda needs no CUDA_VISIBLE_DEVICES; except for MIG
     instances, which dask-cuda cannot count from NVML: there the selection is named by UUIDs (unchanged inside the
     container), an index by its GPU's UUID.
     """
-    selected = [str(gpu) for gpu in settings.get("dask_worker_gpus") or []]
-    if not any(gpu.startswith("MIG-") for gpu in selected):
-        return ",".join(selected) or "all", {}
-    uuids = {str(gpu.get("index")): str(gpu.get("uuid")) for gpu in host.get("gpus") or []
-             if isinstance(gpu, dict) and gpu.get("uuid")}
-    return ",".join(selected), {"CUDA_VISIBLE_DEVICES": ",".join(uuids.get(gpu, gpu) for gpu in selected)}
+    if host.get("worker_gpus_all", True):
+        return "all", {}
+    devices = [str(gpu["device"]) for gpu in host.get("worker_gpus") or []]
+    if not any(device.startswith("MIG-") for device in devices):
+        return ",".join(devices) or "all", {}
+    named = [str(gpu["device"]) if str(gpu["device"]).startswith(("MIG-", "GPU-")) else str(gpu.get("uuid"))
+             for gpu in host.get("worker_gpus") or []]
+    return ",".join(devices), {"CUDA_VISIBLE_DEVICES": ",".join(named)}
 
 
 def _tls_dir(cluster: dict[str, Any]) -> str:
@@ -121,19 +124,25 @@ def scheduler_argv(bind: str, port: int, dashboard: str, protocol: str, tls: dic
 
 
 def scheduler_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
-    spec = _base(cluster, "dask-scheduler", f"Dask scheduler for cluster {cluster['name']}",
+    spec = _base(cluster, cluster["containers"]["scheduler"], f"Dask scheduler for cluster {cluster['name']}",
                  cluster["images"]["scheduler"])
     bind = str(cluster["dashboard_bind"])
-    health = "127.0.0.1" if bind in ("0.0.0.0", "127.0.0.1", "") else bind
     spec.update(
         argv=scheduler_argv(host["bind_address"], cluster["scheduler_port"], f"{bind}:{cluster['dashboard_port']}",
                             cluster["protocol"], tls_files(cluster) if cluster["tls"] else None,
                             settings.get("dask_scheduler_extra_args") or [], cluster.get("scheduler_ucx_port")),
         # The root filesystem is read-only: CuPy, imported when graphs are unpickled, caches in /tmp.
         env={"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(bool(cluster["tls"])), "CUPY_CACHE_DIR": "/tmp/cupy",
-             "DASK_HEALTH_URL": f"http://{health}:{cluster['dashboard_port']}/health", **ucx_env(cluster, host)},
-        read_only=True, tmpfs=["/tmp"], stop_timeout=int(settings["dask_scheduler_stop_timeout"]))
+             "DASK_HEALTH_URL": cluster["scheduler_urls"]["health"], **ucx_env(cluster, host)},
+        read_only=True, tmpfs=["/tmp"], stop_timeout=int(settings["dask_scheduler_stop_timeout"]),
+        ulimits=open_files(settings))
     return spec
+
+
+def open_files(settings: dict[str, Any]) -> dict[str, str]:
+    """The open-files limit, set explicitly (Docker 29 lowers its default to 1,024: too few for a scheduler with
+    hundreds of workers, or for UCX)."""
+    return {"nofile": str(int(settings.get("dask_container_nofile") or 1048576))}
 
 
 def ucx_env(cluster: dict[str, Any], host: dict[str, Any]) -> dict[str, str]:
@@ -190,7 +199,7 @@ def worker_argv(gpu: bool, scheduler: str, *, host: str | None, name: str | None
 
 def worker_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     gpu = host["worker_mode"] == "gpu"
-    spec = _base(cluster, "dask-worker", "Dask {}workers ({}) for cluster {}".format(
+    spec = _base(cluster, cluster["containers"]["worker"], "Dask {}workers ({}) for cluster {}".format(
         "CUDA " if gpu else "", host["worker_count"], cluster["name"]), cluster["images"]["worker"])
     local = cluster["paths"]["container"]["local"]
     http_port = int(settings["dask_worker_http_port"])
@@ -208,16 +217,18 @@ def worker_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
         http_bind=http_bind)
     env = {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(tls),
            "DASK_HEALTH_URL": f"http://{http_bind}:{http_port}/health", **ucx_env(cluster, host)}
-    gpus, gpu_env = _gpu_selection(host, settings) if gpu else ("", {})
+    gpus, gpu_env = _gpu_selection(host) if gpu else ("", {})
     env.update(gpu_env)
     if gpu:
         env["DASK_DISTRIBUTED__NANNY__PRELOAD"] = f'["{WORKER_PORTS_PRELOAD}"]'
 
-    spec.update(env=env, shm_size="1g", stop_timeout=int(settings["dask_worker_stop_timeout"]))
+    spec.update(env=env, shm_size="1g", stop_timeout=int(settings["dask_worker_stop_timeout"]),
+                ulimits=open_files(settings))
     # Workers that speak UCX (tls-ucx) hold no TLS key: only the scheduler and clients use TLS.
     spec["volumes"] = [f"{cluster['paths']['data']}/worker:{local}"] + (spec["volumes"] if tls else [])
     if gpu:
-        spec.update(gpus=gpus, gpu_request=settings["dask_worker_gpu_request"], ulimits=dict(GPU_ULIMITS),
+        spec.update(gpus=gpus, gpu_request=settings["dask_worker_gpu_request"],
+                    ulimits={**GPU_ULIMITS, **open_files(settings)},
                     after=["nvidia-persistenced.service"], wants=["nvidia-persistenced.service"])
     return spec
 
@@ -258,13 +269,13 @@ def client_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
                 ready_seconds: int | None = None) -> dict[str, Any]:
     """A client container on a worker host: the worker image, the host's TLS material, a report folder, and
     (for the benchmark on a GPU host) the host's GPUs."""
-    spec = _base(cluster, f"dask-{kind}", f"dask-gpu-{kind} for cluster {cluster['name']}",
+    spec = _base(cluster, cluster["containers"][kind], f"dask-gpu-{kind} for cluster {cluster['name']}",
                  cluster["images"]["worker"])
     spec.update(argv=client_argv(kind, cluster, settings, out, ready_seconds), env=client_env(cluster))
     reports = f"{cluster['paths']['data']}/reports:{cluster['paths']['container']['reports']}"
     spec["volumes"] = spec["volumes"] + [reports]
     if kind == "bench" and host["worker_mode"] == "gpu":
-        gpus, gpu_env = _gpu_selection(host, settings)
+        gpus, gpu_env = _gpu_selection(host)
         spec.update(gpus=gpus, gpu_request=settings["dask_worker_gpu_request"], env={**spec["env"], **gpu_env})
     return spec
 
@@ -272,7 +283,8 @@ def client_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
 def roll_spec(cluster: dict[str, Any], step: str, args: list[str], timeout: int) -> dict[str, Any]:
     """dask-gpu-roll (a rolling restart's or a host retirement's scheduler-side step) as a client container on the
     scheduler host: the scheduler image, the host's TLS material, no GPU."""
-    spec = _base(cluster, f"dask-roll-{step}", f"dask-gpu-roll {step} for cluster {cluster['name']}",
+    spec = _base(cluster, f"{cluster['containers']['roll']}-{step}",
+                 f"dask-gpu-roll {step} for cluster {cluster['name']}",
                  cluster["images"]["scheduler"])
     argv = ["dask-gpu-roll", step, "--scheduler", cluster["scheduler_address"], "--timeout", str(timeout)]
     spec.update(argv=argv + list(args), env={**client_env(cluster), "CUPY_CACHE_DIR": "/tmp/cupy"},
@@ -306,7 +318,9 @@ def container_args(spec: dict[str, Any]) -> dict[str, Any]:
     args: dict[str, Any] = {
         "name": spec["name"], "image": spec["image"], "command": spec["argv"], "env": spec["env"],
         "network_mode": spec["network"], "user": spec["user"], "cap_drop": spec["cap_drop"],
-        "security_opts": spec["security_opt"], "read_only": spec["read_only"], "volumes": spec["volumes"]}
+        "security_opts": spec["security_opt"], "read_only": spec["read_only"], "volumes": spec["volumes"],
+        # The bundle's own image, put there by site.yml; never fetched from elsewhere (the container gets TLS keys).
+        "pull": "never"}
     if spec["tmpfs"]:
         args["tmpfs"] = spec["tmpfs"]
     if spec["shm_size"]:
@@ -318,10 +332,3 @@ def container_args(spec: dict[str, Any]) -> dict[str, Any]:
     if spec["gpus"]:
         args["device_requests"] = gpu_device_requests(spec["gpus"], spec["gpu_request"])
     return args
-
-
-class FilterModule:
-    def filters(self) -> dict[str, Any]:
-        return {"dask_scheduler_spec": scheduler_spec, "dask_worker_spec": worker_spec,
-                "dask_client_spec": client_spec, "dask_roll_spec": roll_spec, "dask_docker_run_args": docker_run_args,
-                "dask_container_args": container_args, "dask_client_env": client_env}

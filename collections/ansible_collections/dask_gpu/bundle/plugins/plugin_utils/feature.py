@@ -1,0 +1,96 @@
+"""What a feature is: a role's part of the model, its checks, the ports it takes, in one module of `features/`.
+
+The core (`model.py`, `checks.py`) builds what every cluster has; each feature adds its own facts under its own
+keys and its own checks, and the registry (`features/__init__.py`) lists them. Adding a service is a module there,
+one registry line and its role; the core is not edited.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+WORKER_GROUPS = ("dask_cuda_workers", "dask_cpu_workers")
+
+
+def group(groups: Mapping[str, Any], name: str) -> list[str]:
+    return [str(host) for host in groups.get(name) or []]
+
+
+def worker_hosts(groups: Mapping[str, Any]) -> list[str]:
+    """GPU and CPU worker hosts, GPU hosts first, each once (inventory order)."""
+    hosts: list[str] = []
+    for name in WORKER_GROUPS:
+        hosts += [host for host in group(groups, name) if host not in hosts]
+    return hosts
+
+
+def cluster_hosts(groups: Mapping[str, Any]) -> list[str]:
+    hosts = group(groups, "dask_scheduler")
+    return hosts + [host for host in worker_hosts(groups) if host not in hosts]
+
+
+def scheduler_host(groups: Mapping[str, Any]) -> str:
+    return (group(groups, "dask_scheduler") or [""])[0]
+
+
+@dataclass
+class HostInput:
+    """One host: its typed settings, Ansible facts, GPU probe and the inventory's groups; `model` is the host's
+    model so far (the core's facts), which a feature may read."""
+
+    name: str
+    settings: Mapping[str, Any]
+    facts: Mapping[str, Any]
+    gpus: Mapping[str, Any]
+    groups: Mapping[str, Any]
+    model: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ClusterInput:
+    """The cluster: the scheduler host's typed settings, every host's model, the groups, the image hash, and the
+    cluster model so far (`model`: the core's facts); `members` are the hosts not retired."""
+
+    settings: Mapping[str, Any]
+    hosts: Mapping[str, Mapping[str, Any]]
+    groups: Mapping[str, Any]
+    image_hash: str
+    scheduler: str
+    members: list[str]
+    model: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CheckInput:
+    """What the checks of one host read: `get(name)` is a setting's typed value (None when it was refused: that is
+    reported already), the host's model, the cluster model and the groups."""
+
+    host: str
+    get: Callable[[str], Any]
+    model: Mapping[str, Any]
+    cluster: Mapping[str, Any]
+    groups: Mapping[str, Any]
+    facts: Mapping[str, Any]
+
+    @property
+    def is_scheduler(self) -> bool:
+        return bool(self.model.get("scheduler"))
+
+    @property
+    def is_worker(self) -> bool:
+        return bool(self.model.get("worker"))
+
+
+@dataclass(frozen=True)
+class Feature:
+    """A role's part: `host` returns facts for dask_host (a `ports` mapping there is merged into the host's ports),
+    `cluster` facts for dask_cluster, `checks` messages about the host (each becomes `host H: MESSAGE`), `advice`
+    lines printed for the cluster (never refused)."""
+
+    name: str
+    role: str
+    host: Callable[[HostInput], dict[str, Any]] | None = None
+    cluster: Callable[[ClusterInput], dict[str, Any]] | None = None
+    checks: Callable[[CheckInput], list[str]] | None = None
+    advice: Callable[[Mapping[str, Any]], list[str]] | None = None

@@ -1,0 +1,162 @@
+"""Feature `images` (role dask_images, docs/images.md): the images' tag and references, how they reach the hosts
+(archive, the cluster's registry, your registry), the Dask versions they carry (from the release's pins), and the
+checks of the cluster registry."""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
+    CheckInput,
+    ClusterInput,
+    Feature,
+    HostInput,
+    cluster_hosts,
+    scheduler_host,
+)
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.ports import span
+
+# The Dockerfile's targets: one image each.
+TARGETS = ("scheduler", "worker")
+# The packages whose versions must be equal on client, scheduler and workers (an upgrade that changes one never
+# rolls host by host: docs/upgrades.md).
+VERSIONED = ("dask", "distributed", "dask-cuda")
+# From this many cluster hosts, cluster-registry distribution is advised over archive (docs/images.md).
+REGISTRY_ADVISED_FROM = 3
+
+
+def registry_host(settings: Mapping[str, Any], groups: Mapping[str, Any]) -> str:
+    """Where the cluster-registry runs: dask_images_registry_host, else the scheduler host."""
+    return str(settings.get("dask_images_registry_host") or scheduler_host(groups))
+
+
+def pins_file(settings: Mapping[str, Any]) -> str:
+    return "{}/images/pins/rapids-{}-cuda{}.txt".format(
+        settings["dask_repo_dir"], settings["dask_rapids_release"], settings["dask_cuda_major"])
+
+
+def versions(pins: str) -> dict[str, str]:
+    """The versions of dask, distributed and dask-cuda a pins file holds ({} when it cannot be read)."""
+    try:
+        text = Path(pins).read_text()
+    except OSError:
+        return {}
+    found = {name: re.search(rf"(?m)^{re.escape(name)}==(\S+)$", text) for name in VERSIONED}
+    return {name: match.group(1) for name, match in found.items() if match}
+
+
+def host(inp: HostInput) -> dict[str, Any]:
+    """The registry's port and service on the host that runs it; the work folder where archives arrive (archive:
+    every host; cluster-registry: the registry host), shared by the clusters of a host, removed when empty."""
+    distribution = inp.settings.get("dask_images_distribution")
+    runs_registry = distribution == "cluster-registry" and inp.name == registry_host(inp.settings, inp.groups)
+    added: dict[str, Any] = {}
+    if distribution == "archive" or runs_registry:
+        added["folders"] = [{"path": str(inp.settings["dask_images_work_dir"]), "owner": 0, "group": 0,
+                             "mode": "0700", "remove": "empty"}]
+    if runs_registry:
+        port = int(inp.settings["dask_images_registry_port"])
+        added.update(ports={"dask_images_registry_port": span(port)}, services={"docker-registry": port})
+    return added
+
+
+def version_change(inp: ClusterInput, wanted: dict[str, str]) -> dict[str, Any] | None:
+    """The member hosts whose record says they last ran other Dask, distributed or dask-cuda versions than this run
+    deploys (None when there is none): such a change must not roll host by host (docs/upgrades.md)."""
+    ran = {host: dict((inp.hosts.get(host) or {}).get("deployed", {}).get("versions") or {}) for host in inp.members}
+    changed = {host: versions for host, versions in ran.items() if versions and wanted and versions != wanted}
+    if not changed:
+        return None
+    first = changed[sorted(changed)[0]]
+    return {"hosts": sorted(changed), "from": first, "to": wanted,
+            "restart_all": inp.settings.get("dask_upgrade_restart_all_ack") is True}
+
+
+def registry_model(inp: ClusterInput) -> dict[str, Any] | None:
+    """The registry of dask_images_distribution=cluster-registry (None for the other distributions): the cluster
+    host that runs it, its address on the cluster address, and the host that pushes the images to it: the build
+    host when that is a cluster host (the controller then sends no image bytes), else the registry host itself,
+    which gets the archive from the controller."""
+    settings = inp.settings
+    if settings.get("dask_images_distribution") != "cluster-registry":
+        return None
+    where = registry_host(settings, inp.groups)
+    build = str(settings.get("dask_images_build_host") or "localhost")
+    port = int(settings["dask_images_registry_port"])
+    address = f"{(inp.hosts.get(where) or {}).get('bind_address', '')}:{port}"
+    return {"host": where, "address": address, "port": port,
+            "push_host": build if build in inp.members else where}
+
+
+def cluster(inp: ClusterInput) -> dict[str, Any]:
+    settings = inp.settings
+    tag = "{}-cuda{}-{}-{}".format(settings["dask_rapids_release"], settings["dask_cuda_major"],
+                                   settings["dask_image_profile"], inp.image_hash)
+    registry = registry_model(inp)
+    prefix = (str(settings["dask_images_registry"]) + "/" if settings.get("dask_images_distribution") == "registry"
+              else f"{registry['address']}/" if registry else "")
+    pins = pins_file(settings)
+    wanted = versions(pins)
+    return {"images": {
+        "tag": tag, "repositories": {target: f"{prefix}dask-gpu-{target}" for target in TARGETS},
+        "scheduler": f"{prefix}dask-gpu-scheduler:{tag}", "worker": f"{prefix}dask-gpu-worker:{tag}",
+        "distribution": str(settings.get("dask_images_distribution") or "archive"),
+        "registry": registry,
+        "build_args": {"BASE_IMAGE": settings["dask_base_image"], "RAPIDS_RELEASE": settings["dask_rapids_release"],
+                       "CUDA_MAJOR": settings["dask_cuda_major"], "PROFILE": settings["dask_image_profile"]},
+        "pins": pins, "versions": wanted, "version_change": version_change(inp, wanted)}}
+
+
+def _shown(versions: dict[str, Any]) -> str:
+    return ", ".join(f"{name} {versions.get(name, '?')}" for name in VERSIONED)
+
+
+def checks(inp: CheckInput) -> list[str]:
+    change = inp.cluster.get("images", {}).get("version_change")
+    problems: list[str] = []
+    if change and not change.get("restart_all"):
+        problems.append(
+            f"inventory: hosts {', '.join(change['hosts'])} run {_shown(change['from'])}; this run deploys "
+            f"{_shown(change['to'])}. A rolling restart would mix versions, which Dask does not support. Deploy the "
+            "new versions as a second cluster beside this one (another dask_cluster_name; move the clients, then "
+            "tear this one down: blue/green, docs/upgrades.md), or set dask_upgrade_restart_all_ack: true to "
+            "restart the scheduler and every worker at once (running work and the data in worker memory are lost).")
+    distribution = inp.get("dask_images_distribution")
+    if distribution == "registry" and inp.get("dask_images_registry") == "":
+        return problems + ["dask_images_distribution=registry needs dask_images_registry (host:port[/path])"]
+    if distribution != "cluster-registry":
+        return problems
+    transport = inp.get("dask_transport")
+    if transport in ("ucx", "tcp"):
+        problems.append(
+            f"dask_images_distribution=cluster-registry needs the cluster's TLS certificates (the registry takes "
+            f"clients with a certificate of the cluster's CA only); dask_transport={transport} has none. Use "
+            "dask_transport tls or tls-ucx, or dask_images_distribution archive or registry.")
+    registry = inp.cluster.get("images", {}).get("registry") or {}
+    where = str(registry.get("host") or registry_host({"dask_images_registry_host": inp.get(
+        "dask_images_registry_host")}, inp.groups))
+    members = cluster_hosts(inp.groups)
+    if inp.get("dask_images_registry_host") and where not in members:
+        problems.append(f"dask_images_registry_host={where} must be a host of the cluster (dask_scheduler, "
+                        f"dask_cuda_workers or dask_cpu_workers): {', '.join(members) or 'none'}")
+    if inp.host == where and inp.get("dask_host_state") == "retired":
+        problems.append(f"dask_images_registry_host={where} is retired (dask_host_state); the other hosts pull the "
+                        "images from it. Run the registry on another host first.")
+    return problems
+
+
+def advice(cluster_model: Mapping[str, Any]) -> list[str]:
+    """Archive distribution makes the controller send the image archive once per host; from REGISTRY_ADVISED_FROM
+    hosts the cluster's registry sends it once."""
+    count = len(cluster_model.get("hosts") or {})
+    if cluster_model.get("images", {}).get("distribution") != "archive" or count < REGISTRY_ADVISED_FROM:
+        return []
+    return [f"cluster {cluster_model.get('name')}: {count} hosts with dask_images_distribution=archive, so the "
+            f"controller sends the image archive (about 2.5 GB) {count} times, one host after another per fork. "
+            "dask_images_distribution: cluster-registry sends it once, to a registry the bundle runs on the "
+            "scheduler host (mutual TLS with the cluster's CA); the other hosts pull from it (docs/images.md)."]
+
+
+FEATURE = Feature(name="images", role="dask_images", host=host, cluster=cluster, checks=checks, advice=advice)

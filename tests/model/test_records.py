@@ -1,0 +1,188 @@
+"""Clusters by name: each cluster's record on a host (what it claims, the folders it made), the checks that refuse a
+second cluster taking what the first holds (a GPU of a replayed 2 x H200 host, a port, a folder, a name, a
+one-per-host service), a deployment by an earlier release, an upgrade that changes the Dask versions, and the module
+that keeps the record and removes only the folders it made (run for real through Ansible on this machine)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import checks, model, records
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import settings as typing
+
+ROOT = Path(__file__).resolve().parents[2]
+H200 = {"count": 2, "driver_version": "580.159.04", "driver_major": 580, "gpus": [
+    {"index": 0, "uuid": "GPU-8ee11e14-577c-123d-6055-3792f1f36de5", "name": "NVIDIA H200", "memory_mib": 143771},
+    {"index": 1, "uuid": "GPU-a5a3d0c8-e07b-3948-f39d-210d64cd64d1", "name": "NVIDIA H200", "memory_mib": 143771}]}
+GROUPS = {"all": ["s1", "g1"], "dask_scheduler": ["s1"], "dask_cuda_workers": ["g1"], "dask_cpu_workers": [],
+          "dask_workers": ["g1"], "dask_cluster": ["s1", "g1"]}
+FACTS = {"default_ipv4": {"address": "10.0.0.6"}, "all_ipv4_addresses": ["10.0.0.6"], "processor_vcpus": 8}
+
+
+def specs() -> dict[str, Any]:
+    return typing.role_specs(str(ROOT / "roles"))
+
+
+def raw(**values: Any) -> dict[str, Any]:
+    base = {"dask_rapids_release": "26.10", "dask_cuda_major": "13", "dask_image_profile": "lean",
+            "dask_base_image": "debian:bookworm-slim", "dask_repo_dir": str(ROOT), "dask_controller_dir": "/ctl"}
+    return typing.resolve({**base, **values}, specs())
+
+
+def claims_of(host: str, facts: dict[str, Any], **values: Any) -> dict[str, Any]:
+    settings = typing.typed(raw(**values), specs(), GROUPS["all"]).settings
+    return dict(model.host_model(host, settings, facts, H200 if host == "g1" else {}, GROUPS)["record"]["claims"])
+
+
+def problems(host: str, facts: dict[str, Any], **values: Any) -> list[str]:
+    return checks.problems({"host": host, "settings": raw(**values), "specs": specs(), "groups": GROUPS,
+                            "facts": facts, "gpus": H200 if host == "g1" else {}, "set": sorted(values),
+                            "pins": ["rapids-26.10-cuda13.txt"], "inventory_checks": True})
+
+
+def with_record(claims: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """Host facts holding another cluster's record (as the next run gathers it, ansible_local.dask_cluster_NAME)."""
+    key = "dask_cluster_" + claims["name"].replace("-", "_")
+    return {**FACTS, "ansible_local": {key: {**claims, **extra}}}
+
+
+def test_each_name_gives_its_own_units_folders_table_and_record() -> None:
+    blue = claims_of("g1", FACTS, dask_cluster_name="blue")
+    default = claims_of("g1", FACTS)
+    assert default["units"] == ["dask-firewall", "dask-scheduler", "dask-worker"]
+    assert (default["config"], default["data"], default["firewall_table"]) == ("/etc/dask", "/var/lib/dask",
+                                                                              "dask_firewall")
+    assert blue["units"] == ["dask-blue-firewall", "dask-blue-scheduler", "dask-blue-worker"]
+    assert (blue["config"], blue["data"], blue["firewall_table"]) == ("/etc/dask-blue", "/var/lib/dask-blue",
+                                                                      "dask_blue_firewall")
+    assert records.path("blue") == "/etc/ansible/facts.d/dask_cluster_blue.fact"
+
+
+def test_a_second_cluster_on_other_gpus_and_ports_is_accepted() -> None:
+    first = claims_of("g1", FACTS, dask_worker_gpus=["0"])
+    assert [gpu["uuid"] for gpu in first["gpus"]] == ["GPU-8ee11e14-577c-123d-6055-3792f1f36de5"]
+    facts = with_record(first)
+    assert problems("g1", facts, dask_cluster_name="blue", dask_worker_gpus=["1"], dask_worker_http_port=8890) == []
+
+
+def test_a_second_cluster_that_claims_a_held_gpu_or_port_is_refused_naming_both() -> None:
+    facts = with_record(claims_of("g1", FACTS, dask_worker_gpus=["0"]))
+    found = problems("g1", facts, dask_cluster_name="blue", dask_worker_http_port=8890,
+                     dask_worker_gpus=["GPU-8ee11e14-577c-123d-6055-3792f1f36de5"])
+    assert len(found) == 1, found
+    assert "GPU GPU-8ee11e14-577c-123d-6055-3792f1f36de5 is claimed by cluster blue" in found[0]
+    assert "held by cluster dask" in found[0]
+    found = problems("g1", facts, dask_cluster_name="blue", dask_worker_gpus=["1"])
+    assert len(found) == 1 and "dask_worker_http_port (8790) of cluster blue is also dask_worker_http_port (8790) " \
+        "of cluster dask" in found[0], found
+
+
+def test_a_mig_instance_collides_with_its_whole_gpu() -> None:
+    whole = [{"uuid": "GPU-a", "mig": None}]
+    mig = {"name": "blue", "gpus": [{"uuid": "GPU-a", "mig": "MIG-1"}]}
+    assert "GPU MIG-1 is claimed" in records.collisions(mig, {"dask": {"gpus": whole}})[0]
+    assert records.collisions(mig, {"dask": {"gpus": [{"uuid": "GPU-a", "mig": "MIG-2"}]}}) == []
+
+
+def test_folders_names_services_and_the_firewall_of_another_cluster_are_refused() -> None:
+    held = claims_of("s1", FACTS, dask_images_distribution="cluster-registry", dask_firewall_enabled=True,
+                     dask_monitoring_enabled=True)
+    facts = with_record(held)
+    nested = problems("s1", facts, dask_cluster_name="blue", dask_scheduler_port=9786, dask_dashboard_port=9787,
+                      dask_data_dir="/var/lib/dask/blue", dask_firewall_enabled=True)
+    assert any("dask_data_dir (/var/lib/dask/blue) of cluster blue overlaps the data folder" in p for p in nested)
+    shared = problems("s1", facts, dask_cluster_name="blue", dask_scheduler_port=9786, dask_dashboard_port=9787,
+                      dask_images_distribution="cluster-registry", dask_images_registry_port=5001,
+                      dask_monitoring_enabled=True, dask_monitoring_port=9091)
+    text = "\n".join(shared)
+    assert "docker-registry runs on this host for cluster dask" in text
+    assert "prometheus runs on this host for cluster dask" in text
+    assert "cluster dask has the host firewall on here and cluster blue has it off" in text
+    assert "prometheus-node-exporter" not in text  # the same node exporter port serves both clusters
+
+
+def test_an_earlier_release_is_adopted_by_the_default_name_and_refused_for_another() -> None:
+    legacy = {**FACTS, "ansible_local": {"gpus": {"count": 0}, "docker_engine": {"server_version": "20.10.24"}}}
+    settings = typing.typed(raw(), specs(), GROUPS["all"]).settings
+    assert records.adoptable(settings, legacy) == ["/etc/dask", "/var/lib/dask", "/etc/dask/tls",
+                                                   "/var/lib/dask/worker", "/var/lib/dask/reports"]
+    assert problems("s1", legacy) == []
+    refused = problems("s1", legacy, dask_cluster_name="blue")
+    assert len(refused) == 1 and "earlier release" in refused[0] and "teardown.yml -e dask_cluster_name=dask" in \
+        refused[0]
+
+
+def test_a_version_change_is_refused_unless_everything_may_restart_at_once() -> None:
+    ran = {"deployed": {"versions": {"dask": "2026.5.0", "distributed": "2026.5.0", "dask-cuda": "26.06.0"}}}
+    facts = {**FACTS, "ansible_local": {"dask_cluster_dask": {"name": "dask", **ran}}}
+    settings = typing.typed(raw(), specs(), GROUPS["all"]).settings
+    hosts = {name: model.host_model(name, settings, facts, {}, GROUPS) for name in ("s1", "g1")}
+    change = model.cluster_model(settings, hosts, GROUPS, "abc")["images"]["version_change"]
+    assert change["hosts"] == ["g1", "s1"] and change["from"]["dask"] == "2026.5.0"
+    assert change["to"]["dask"] != "2026.5.0" and change["restart_all"] is False
+    found = problems("s1", facts)
+    # (a unit test's checker sees its own host; in a run the cluster model names every host that changes)
+    assert len(found) == 1 and found[0].startswith("inventory: hosts s1 run dask 2026.5.0") and \
+        "would mix versions" in found[0] and "dask_upgrade_restart_all_ack" in found[0]
+    assert problems("s1", facts, dask_upgrade_restart_all_ack=True) == []
+    same = {**FACTS, "ansible_local": {"dask_cluster_dask": {"name": "dask", "deployed": {
+        "versions": change["to"]}}}}
+    assert problems("s1", same) == []
+
+
+@pytest.mark.parametrize("path", ["/", "/etc", "/var/lib", "/home/alice", "/usr/../etc"])
+def test_system_and_home_folders_are_never_managed(path: str) -> None:
+    found = problems("s1", FACTS, dask_data_dir=path)
+    assert len(found) == 1 and "dask_data_dir" in found[0] and "system or home folder" in found[0], found
+
+
+def run_module(tmp_path: Path, **args: Any) -> dict[str, Any]:
+    """cluster_record run by Ansible on this machine, as a task of site.yml runs it on a host."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+    playbook = tmp_path / "record.yml"
+    playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"name": "record", "dask_gpu.bundle.cluster_record": args, "register": "result"}]}]))
+    result = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                             "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)],
+                            capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    report = json.loads(result.stdout)
+    return dict(report["plays"][0]["tasks"][0]["hosts"]["localhost"])
+
+
+def test_the_record_keeps_the_folders_it_made_and_teardown_removes_only_those(tmp_path: Path) -> None:
+    user_data = tmp_path / "data"   # a user's data disk, with their file, given as dask_data_dir
+    user_data.mkdir()
+    (user_data / "results.parquet").write_text("the user's data")
+    record = tmp_path / "facts.d" / "dask_cluster_dask.fact"
+    config = tmp_path / "etc-dask"
+    folders = [{"path": str(config), "owner": os.getuid(), "group": os.getgid(), "mode": "0755", "remove": "tree"},
+               {"path": str(user_data), "owner": os.getuid(), "group": os.getgid(), "mode": "0755",
+                "remove": "empty"},
+               {"path": str(user_data / "worker"), "owner": os.getuid(), "group": os.getgid(), "mode": "0750",
+                "remove": "tree"}]
+    made = run_module(tmp_path, path=str(record), claims={"name": "dask", "ports": {"x": [1, 1]}}, folders=folders)
+    bundle_made = {str(config), str(user_data / "worker")}
+    assert made["changed"] and set(made["created"]) == bundle_made
+    written = json.loads(record.read_text())
+    assert {entry["path"] for entry in written["folders"]} == bundle_made  # the user's folder is not recorded
+    assert run_module(tmp_path, path=str(record), claims={"name": "dask", "ports": {"x": [1, 1]}},
+                      folders=folders)["changed"] is False
+    (config / "dask-worker.env").write_text("secret")
+    (user_data / "worker" / "spill").mkdir()
+    gone = run_module(tmp_path, path=str(record), state="absent")
+    assert set(gone["removed"]) == bundle_made
+    assert not config.exists() and not record.exists()
+    assert (user_data / "results.parquet").read_text() == "the user's data"
+
+
+def test_the_record_refuses_a_system_folder(tmp_path: Path) -> None:
+    refused = run_module(tmp_path, path=str(tmp_path / "r.fact"), folders=[
+        {"path": "/var/lib", "owner": 0, "group": 0, "mode": "0755", "remove": "tree"}])
+    assert refused.get("failed") and "/var/lib is a system folder" in refused["msg"]

@@ -1,0 +1,50 @@
+"""A rolling restart's batches (a number of hosts, a share of the worker hosts, a cap of GPUs out at once) and its
+expected time from the batches measured before (plugin_utils/rolling.py)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import rolling
+
+
+def fleet(hosts: int, gpus: int = 8) -> dict[str, Any]:
+    names = [f"g{index:03d}" for index in range(hosts)]
+    return {"worker_hosts": names, "gpu_hosts": names, "workers_per_host": dict.fromkeys(names, gpus),
+            "paths": {"controller": "/nonexistent"}}
+
+
+def test_a_count_and_a_share_of_the_worker_hosts() -> None:
+    cluster = fleet(100)
+    pending = cluster["worker_hosts"]
+    assert [len(batch) for batch in rolling.batches(pending, cluster, {"dask_worker_rolling_batch": "1"})] == [1] * 100
+    by_share = rolling.batches(pending, cluster, {"dask_worker_rolling_batch": "25%"})
+    assert [len(batch) for batch in by_share] == [25] * 4 and by_share[0][0] == "g000"
+    # A share of a small cluster is still at least one host.
+    assert rolling.batches(["g000"], fleet(3), {"dask_worker_rolling_batch": "10%"}) == [["g000"]]
+
+
+def test_a_cap_of_gpus_out_at_once() -> None:
+    cluster = fleet(10)
+    cut = rolling.batches(cluster["worker_hosts"], cluster, {"dask_worker_rolling_batch": "50%",
+                                                             "dask_worker_rolling_max_gpus": 16})
+    assert [len(batch) for batch in cut] == [2] * 5  # 16 GPUs = two 8-GPU hosts, although 50% would be 5
+    alone = rolling.batches(cluster["worker_hosts"][:2], cluster, {"dask_worker_rolling_batch": "2",
+                                                                   "dask_worker_rolling_max_gpus": 4})
+    assert alone == [["g000"], ["g001"]]  # a host with more GPUs than the cap goes alone
+
+
+def test_the_expected_time_comes_from_the_batches_measured_before(tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    rows = [{"retire_seconds": 3.5, "restart_seconds": 1.9, "register_seconds": 1.0},
+            {"retire_seconds": 25.5, "restart_seconds": 0.3, "register_seconds": 4.2},
+            {"retire_seconds": 2.7, "restart_seconds": 1.7, "register_seconds": 1.5}]
+    (reports / "rolling.jsonl").write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    cluster = {**fleet(100), "paths": {"controller": str(tmp_path)}}
+    plan = rolling.plan(cluster["worker_hosts"], cluster, {"dask_worker_rolling_batch": "10%"})
+    assert len(plan["batches"]) == 10 and plan["per_batch_s"] == 6.4 and plan["expected_s"] == 64
+    assert plan["measured"] is True
+    unmeasured = rolling.plan(["g000"], fleet(1), {})
+    assert unmeasured["per_batch_s"] == rolling.DEFAULT_BATCH_SECONDS and unmeasured["measured"] is False

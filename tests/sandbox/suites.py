@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""The sandbox's feature suites, one after another on the converged 3-host cluster (molecule's side effect): each
+suite runs whatever happened to the one before, its time is measured, and a failing suite does not hide the others.
+After a failure the cluster is converged back to the state the next suite expects (site.yml with that state's
+settings), so the next suite starts from where it would have. The run fails at the end if any suite failed.
+
+    tests/sandbox/suites.py              every suite but those run by hand, in order
+    tests/sandbox/suites.py NAME ...     these suites only (a developer's loop; the state they expect must be there;
+                                         `upgrade` is run this way, last)
+
+Writes MOLECULE_EPHEMERAL_DIRECTORY/artifacts/reports/suites.json and prints one `[suites]` line per suite.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import live  # noqa: E402 - the sandbox helpers beside this script
+
+ROOT = Path(__file__).resolve().parents[2]
+SIDE_EFFECT = str(ROOT / "molecule" / "default" / "vars" / "side-effect.yml")
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A suite: pytest over tests/sandbox/<name>, or a playbook; the settings the cluster has after it passes
+    ('converge': the inventory's own, 'side-effect': vars/side-effect.yml)."""
+
+    name: str
+    after: str
+    playbook: str = ""
+    what: str = ""
+    # Run by hand only (named on the command line): too long for CI.
+    by_hand: bool = False
+
+
+SUITES = (
+    Suite("faults", "converge",
+          what="faults injected and recovered from; clients without the cluster's certificates refused"),
+    Suite("registry", "side-effect", playbook="molecule/default/registry.yml",
+          what="cluster-registry distribution, firewall and monitoring rolled out"),
+    Suite("firewall", "side-effect", what="the firewall lets the cluster in and keeps an outsider out"),
+    Suite("monitoring", "side-effect",
+          what="every target scraped, dashboard queries answered, an alert fires and resolves"),
+    Suite("benchmark", "side-effect", what="playbooks/benchmark.yml against the sandbox, report with every section"),
+    Suite("transport", "side-effect", what="tls-ucx and back; outsiders and certificate-less clients get nothing"),
+    Suite("retire", "side-effect", what="a retired host hands over its keys and leaves; added back, nothing restarts"),
+    Suite("rolling", "side-effect", what="a worker change rolls host by host under a workload"),
+    Suite("certs", "side-effect", what="certificates renewed from the same CA; the old bundle still answered"),
+    Suite("clusters", "side-effect", what="a second cluster by name on the same hosts; torn down, the first answers"),
+    Suite("teardown", "side-effect", what="teardown leaves every host clean, keeps your data; site.yml deploys again"),
+    Suite("upgrade", "side-effect", by_hand=True,
+          what="a Dask version change refused, then done both ways with a workload running (docs/upgrades.md)"),
+)
+
+
+def run_suite(suite: Suite) -> subprocess.CompletedProcess[str]:
+    if suite.playbook:
+        return live.playbook(str(ROOT / suite.playbook), timeout=3600)
+    return subprocess.run([sys.executable, "-m", "pytest", "-v", "-s", "-p", "no:cacheprovider",
+                           str(ROOT / "tests" / "sandbox" / suite.name)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=3600, check=False)
+
+
+def restore(state: str) -> bool:
+    """Converge the cluster back to a suite's starting state after a failure; True when it worked."""
+    args = ["-e", f"@{SIDE_EFFECT}"] if state == "side-effect" else []
+    run = live.playbook(str(ROOT / "site.yml"), *args, timeout=3600)
+    print(run.stdout[-3000:] if run.returncode else "", flush=True)
+    return run.returncode == 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", help="suites to run (default: all, in order)")
+    args = parser.parse_args()
+    unknown = set(args.names) - {suite.name for suite in SUITES}
+    if unknown:
+        parser.error(f"unknown suites {', '.join(sorted(unknown))}; known: {', '.join(s.name for s in SUITES)}")
+    chosen = [suite for suite in SUITES if suite.name in args.names or (not args.names and not suite.by_hand)]
+    results: list[dict[str, object]] = []
+    for index, suite in enumerate(chosen):
+        print(f"[suites] {suite.name}: {suite.what} ...", flush=True)
+        started = time.monotonic()
+        run = run_suite(suite)
+        seconds = round(time.monotonic() - started, 1)
+        lines = [line for line in run.stdout.splitlines()
+                 if line.startswith("[") or " PASSED" in line or " FAILED" in line or line.startswith(("ok:", "fatal"))]
+        print("\n".join(lines[-60:]), flush=True)
+        if run.returncode:
+            print(run.stdout[-6000:] + run.stderr[-2000:], flush=True)
+        results.append({"suite": suite.name, "passed": run.returncode == 0, "seconds": seconds})
+        if run.returncode and index + 1 < len(chosen):
+            results[-1]["restored"] = restore(suite.after)
+    width = max(len(str(row["suite"])) for row in results)
+    for row in results:
+        verdict = "passed" if row["passed"] else "FAILED"
+        print(f"[suites] {str(row['suite']).ljust(width)}  {verdict}  {row['seconds']:>7.1f} s", flush=True)
+    total = sum(float(str(row["seconds"])) for row in results)
+    print(f"[suites] {len(results)} suites in {total:.0f} s, {sum(not row['passed'] for row in results)} failed")
+    reports = live.ephemeral_dir() / "artifacts" / "reports"
+    reports.mkdir(parents=True, exist_ok=True)
+    (reports / "suites.json").write_text(json.dumps(results, indent=2) + "\n")
+    return 0 if all(row["passed"] for row in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
