@@ -49,6 +49,7 @@ SUITES = (
     Suite("monitoring", "side-effect",
           what="every target scraped, dashboard queries answered, an alert fires and resolves"),
     Suite("benchmark", "side-effect", what="playbooks/benchmark.yml against the sandbox, report with every section"),
+    Suite("clients", "side-effect", what="a client made from the cluster's lock connects with no version warning"),
     Suite("transport", "side-effect", what="tls-ucx and back; outsiders and certificate-less clients get nothing"),
     Suite("retire", "side-effect", what="a retired host hands over its keys and leaves; added back, nothing restarts"),
     Suite("rolling", "side-effect", what="a worker change rolls host by host under a workload"),

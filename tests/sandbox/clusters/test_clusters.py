@@ -42,9 +42,14 @@ def unit_starts(unit: str) -> dict[str, str]:
 def test_a_second_cluster_that_claims_what_the_first_holds_is_refused_before_anything_changes() -> None:
     run = blue("playbooks/check.yml", extra={"dask_scheduler_port": 8786, "dask_worker_http_port": 8790})
     output = " ".join(run.stdout.split())
-    assert run.returncode != 0
-    assert "dask_scheduler_port (8786) of cluster blue is also dask_scheduler_port (8786) of cluster dask" in output
-    assert "dask_worker_http_port (8790) of cluster blue is also dask_worker_http_port (8790) of cluster dask" in output
+    refusal = "\n".join(line for line in run.stdout.splitlines() if "fatal:" in line or "cluster blue" in line
+                        or "FAILED" in line)
+    assert run.returncode != 0, refusal or run.stdout[-3000:]
+    print("[clusters] check's refusal:\n" + refusal[-4000:])
+    assert "dask_scheduler_port (8786) of cluster blue is also dask_scheduler_port (8786) of cluster dask" in output, \
+        refusal[-4000:]
+    assert "dask_worker_http_port (8790) of cluster blue is also dask_worker_http_port (8790) of cluster dask" in output, \
+        refusal[-4000:]
     for host in HOSTS:
         assert live.on_host(host, "test", "-e", "/etc/ansible/facts.d/dask_cluster_blue.fact",
                             check=False).returncode == 1

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import extras
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
     CheckInput,
     ClusterInput,
@@ -106,7 +107,18 @@ def cluster(inp: ClusterInput) -> dict[str, Any]:
         "registry": registry,
         "build_args": {"BASE_IMAGE": settings["dask_base_image"], "RAPIDS_RELEASE": settings["dask_rapids_release"],
                        "CUDA_MAJOR": settings["dask_cuda_major"], "PROFILE": settings["dask_image_profile"]},
-        "pins": pins, "versions": wanted, "version_change": version_change(inp, wanted)}}
+        "pins": pins, "versions": wanted, "version_change": version_change(inp, wanted),
+        "extras": extras.summary(settings)}}
+
+
+EXTRA_SETTINGS = ("dask_images_extra_packages", "dask_images_extra_requirements_file", "dask_images_extra_wheels_dir")
+
+
+def _pins_text(inp: CheckInput) -> str:
+    try:
+        return Path(str(inp.cluster.get("images", {}).get("pins") or "")).read_text()
+    except OSError:
+        return ""
 
 
 def _shown(versions: dict[str, Any]) -> str:
@@ -123,6 +135,8 @@ def checks(inp: CheckInput) -> list[str]:
             "new versions as a second cluster beside this one (another dask_cluster_name; move the clients, then "
             "tear this one down: blue/green, docs/upgrades.md), or set dask_upgrade_restart_all_ack: true to "
             "restart the scheduler and every worker at once (running work and the data in worker memory are lost).")
+    if inp.is_scheduler:  # cluster-wide settings, read on the controller: named once
+        problems += extras.problems({name: inp.get(name) for name in EXTRA_SETTINGS}, _pins_text(inp))
     distribution = inp.get("dask_images_distribution")
     if distribution == "registry" and inp.get("dask_images_registry") == "":
         return problems + ["dask_images_distribution=registry needs dask_images_registry (host:port[/path])"]
