@@ -48,8 +48,10 @@ def unit_starts(unit: str) -> dict[str, str]:
 
 def test_a_second_cluster_that_claims_what_the_first_holds_is_refused_before_anything_changes() -> None:
     run = blue("playbooks/check.yml", extra={"dask_scheduler_port": 8786, "dask_worker_http_port": 8790})
-    output = " ".join(run.stdout.split())
-    refusal = "\n".join(line for line in run.stdout.splitlines() if "fatal:" in line or "cluster blue" in line
+    # Under molecule (the side effect) Ansible writes failures to stderr (its ansible.cfg: display_failed_stderr).
+    text = run.stdout + "\n" + run.stderr
+    output = " ".join(text.split())
+    refusal = "\n".join(line for line in text.splitlines() if "fatal:" in line or "cluster blue" in line
                         or "FAILED" in line)
     assert run.returncode != 0, refusal or run.stdout[-3000:]
     print("[clusters] check's refusal:\n" + refusal[-4000:])
@@ -59,7 +61,7 @@ def test_a_second_cluster_that_claims_what_the_first_holds_is_refused_before_any
     for host in HOSTS:
         assert live.on_host(host, "test", "-e", "/etc/ansible/facts.d/dask_cluster_blue.fact",
                             check=False).returncode == 1
-    print("[clusters] refused: " + "; ".join(line.strip(" '\",-") for line in run.stdout.splitlines()
+    print("[clusters] refused: " + "; ".join(line.strip(" '\",-") for line in text.splitlines()
                                             if "of cluster blue is also" in line)[:600])
 
 

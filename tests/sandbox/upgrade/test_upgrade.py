@@ -78,7 +78,7 @@ def recorded_versions(host: str, name: str = "dask") -> dict[str, str]:
 def test_a_version_change_without_the_acknowledgement_is_refused_before_anything_changes() -> None:
     before = recorded_versions(live.SCHEDULER)
     run = live.playbook("playbooks/check.yml", "-e", SIDE_EFFECT, "-e", f"dask_rapids_release={OLD}")
-    output = " ".join(run.stdout.split())
+    output = " ".join((run.stdout + " " + run.stderr).split())  # molecule's ansible.cfg sends failures to stderr
     assert run.returncode != 0 and "would mix versions" in output and "dask-cuda 26.8.0" in output, output[-2000:]
     assert recorded_versions(live.SCHEDULER) == before
     print("[upgrade] refused: " + output[output.index("inventory: hosts"):][:420])
