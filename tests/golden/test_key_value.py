@@ -22,7 +22,7 @@ LIST_SAMPLES: dict[str, list[Any]] = {
     "dask_worker_gpus": ["1"], "dask_firewall_allowed_sources": ["10.9.0.0/16", "10.8.0.1"],
     "dask_worker_extra_args": ["--lifetime", "2h"], "dask_scheduler_extra_args": ["--idle-timeout", "3600"],
     "dask_monitoring_alertmanagers": ["10.9.0.5:9093", "10.9.0.6:9093"],
-    "dask_images_extra_packages": ["six", "xgboost>=2"]}
+    "dask_images_extra_packages": ["six", "xgboost>=2"], "dask_job_args": ["2026-11", "full"]}
 # Options that cannot be written as key=value at all (a list of mappings) are left out, and said so.
 NOT_KEY_VALUE = ("dask_monitoring_extra_scrape_configs",)
 

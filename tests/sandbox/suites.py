@@ -50,6 +50,7 @@ SUITES = (
           what="every target scraped, dashboard queries answered, an alert fires and resolves"),
     Suite("benchmark", "side-effect", what="playbooks/benchmark.yml against the sandbox, report with every section"),
     Suite("clients", "side-effect", what="a client made from the cluster's lock connects with no version warning"),
+    Suite("jobs", "side-effect", what="three jobs at once: output streamed, reports kept, failures fail the run"),
     Suite("transport", "side-effect", what="tls-ucx and back; outsiders and certificate-less clients get nothing"),
     Suite("retire", "side-effect", what="a retired host hands over its keys and leaves; added back, nothing restarts"),
     Suite("rolling", "side-effect", what="a worker change rolls host by host under a workload"),

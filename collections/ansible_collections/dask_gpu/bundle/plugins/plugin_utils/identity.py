@@ -25,9 +25,10 @@ def identity(name: str) -> dict[str, Any]:
     return {
         "prefix": base,
         "units": {"scheduler": f"{base}-scheduler", "worker": f"{base}-worker", "firewall": f"{base}-firewall"},
-        # Client containers (verification, benchmark) and dask-gpu-roll steps take these prefixes too.
+        # Client containers (verification, benchmark, jobs) and dask-gpu-roll steps take these prefixes too.
         "containers": {"scheduler": f"{base}-scheduler", "worker": f"{base}-worker", "verify": f"{base}-verify",
-                       "bench": f"{base}-bench", "roll": f"{base}-roll", "lock": f"{base}-lock"},
+                       "bench": f"{base}-bench", "roll": f"{base}-roll", "lock": f"{base}-lock",
+                       "job": f"{base}-job"},
         "firewall_table": f"{_token(base)}_firewall",
         # The cluster's record on each host: /etc/ansible/facts.d/RECORD.fact, read as ansible_local.RECORD.
         "record": f"dask_cluster_{_token(name)}",

@@ -105,6 +105,8 @@ def _base(cluster: dict[str, Any], name: str, description: str, image: str) -> d
 # Scheduler preload of dask_transport tls-ucx: the scheduler fetches results from UCX workers as host memory, so
 # it can hand them to clients over TLS (docs/transport.md).
 HOST_FRAMES_PRELOAD = "dask_gpu_verify.host_frames"
+# Where a job's folder is inside its container.
+JOB_DIR = "/job"
 
 
 def scheduler_argv(bind: str, port: int, dashboard: str, protocol: str, tls: dict[str, str] | None,
@@ -278,6 +280,25 @@ def client_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
         gpus, gpu_env = _gpu_selection(host)
         spec.update(gpus=gpus, gpu_request=settings["dask_worker_gpu_request"], env={**spec["env"], **gpu_env})
     return spec
+
+
+def job_spec(cluster: dict[str, Any], settings: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
+    """A job (plugin_utils/jobs.py's plan) as a client container on a worker host, started detached: the worker
+    image, the host's TLS material, the job's folder at /job (its script in /job/src, its own files in /job/work),
+    no GPU. dask-gpu-job runs the script, keeps its output and report there and enforces the timeout."""
+    spec = _base(cluster, f"{cluster['containers']['job']}-{job['id']}",
+                 f"job {job['name']} on cluster {cluster['name']}", cluster["images"]["worker"])
+    argv = ["dask-gpu-job", "--scheduler", cluster["scheduler_address"], "--job-dir", JOB_DIR, "--name",
+            job["name"], "--timeout", str(int(job["timeout"])), f"{JOB_DIR}/src/{job['entry']}"]
+    spec.update(argv=argv + (["--", *job["args"]] if job["args"] else []),
+                env={**job["env"], **client_env(cluster), "HOME": JOB_DIR + "/work"})
+    spec["volumes"] = spec["volumes"] + [f"{job_folder(cluster, job)}:{JOB_DIR}"]
+    return spec
+
+
+def job_folder(cluster: dict[str, Any], job: dict[str, Any]) -> str:
+    """The job's folder on its host (in the clients' reports folder, removed with the cluster)."""
+    return f"{cluster['paths']['data']}/reports/jobs/{job['id']}"
 
 
 def roll_spec(cluster: dict[str, Any], step: str, args: list[str], timeout: int) -> dict[str, Any]:

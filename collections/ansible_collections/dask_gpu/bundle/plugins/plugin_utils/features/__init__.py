@@ -3,6 +3,13 @@ The core (model.py, checks.py) runs them in this order; a new service adds its m
 from __future__ import annotations
 
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import Feature
-from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import firewall, images, monitoring, toolkit
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import (
+    firewall,
+    images,
+    jobs,
+    monitoring,
+    toolkit,
+)
 
-FEATURES: tuple[Feature, ...] = (images.FEATURE, monitoring.FEATURE, firewall.FEATURE, toolkit.FEATURE)
+FEATURES: tuple[Feature, ...] = (images.FEATURE, monitoring.FEATURE, firewall.FEATURE, toolkit.FEATURE,
+                               jobs.FEATURE)
