@@ -36,6 +36,11 @@ Sandbox cluster is up and verified: hosts dask-sched, dask-w1, dask-w2 (docker p
   dashboard:  docker exec dask-sched python3 -c 'import urllib.request as u; print(u.urlopen("http://127.0.0.1:8787/json/counts.json").read())'
   client:     source ${bundle:-<molecule ephemeral dir>/artifacts/client/env.sh}  (TLS client bundle; from this machine
               the scheduler is reachable on the sandbox network)
+  notebook:   JupyterLab on dask-sched 127.0.0.1:8888, token in $(dirname "$(dirname "${bundle:-x/x/x}")")/notebook/token
+              (docs/notebook.md). On real hosts: ssh -L 8888:127.0.0.1:8888 SCHEDULER_HOST, open http://127.0.0.1:8888/lab;
+              here the sandbox host is a container: nsenter --net=/proc/\$(docker inspect -f '{{.State.Pid}}' dask-sched)/ns/net
+              chromium --headless=new --no-sandbox --screenshot http://127.0.0.1:8888/lab   (or a browser run the same way)
+  jobs:       ansible-playbook -i INVENTORY playbooks/job.yml -e dask_job_script=my_script.py  (docs/jobs.md)
   stop:       make down
 MSG
     ;;

@@ -48,6 +48,8 @@ SUITES = (
     Suite("firewall", "side-effect", what="the firewall lets the cluster in and keeps an outsider out"),
     Suite("monitoring", "side-effect",
           what="every target scraped, dashboard queries answered, an alert fires and resolves"),
+    Suite("browser", "side-effect",
+          what="the dashboard's pages and a JupyterLab notebook that computes on the cluster, in headless Chromium"),
     Suite("benchmark", "side-effect", what="playbooks/benchmark.yml against the sandbox, report with every section"),
     Suite("clients", "side-effect", what="a client made from the cluster's lock connects with no version warning"),
     Suite("jobs", "side-effect", what="three jobs at once: output streamed, reports kept, failures fail the run"),

@@ -1,12 +1,15 @@
 """Two clusters by name on the same sandbox hosts (molecule's side effect, after the certificates suite): cluster
 `blue` beside the running cluster `dask`, on its own ports, with its data folder on a folder of the user's that
 already holds a file. A second cluster that claims what the first holds is refused before anything changes, naming
-both; blue deploys, both verify, an outsider reaches neither; then blue is torn down while a workload runs on dask:
-dask keeps answering (its units never restart, its firewall table stays) and the user's file survives."""
+both, and so is an ephemeral job that takes dask's name. Blue is an ephemeral job's cluster (scripts/job.sh
+--ephemeral blue): it deploys, its job computes on it and holds; meanwhile both clusters verify and an outsider
+reaches neither; released, the job ends and blue is torn down while a workload runs on dask: dask keeps answering
+(its units never restart, its firewall table stays), the user's file survives and the job's reports stay."""
 from __future__ import annotations
 
 import json
 import re
+import subprocess
 import threading
 import time
 from typing import Any
@@ -65,18 +68,70 @@ def test_a_second_cluster_that_claims_what_the_first_holds_is_refused_before_any
                                             if "of cluster blue is also" in line)[:600])
 
 
+# The ephemeral job: it computes on blue, says so with a file in its work folder, and holds until released.
+HOLD = """
+import time
+from pathlib import Path
+
+from distributed import Client
+
+with Client() as client:
+    print("blue computes:", client.submit(sum, [1, 2, 3]).result(), "on", client.scheduler.address)
+    Path("ready").touch()
+    while not Path("release").exists():
+        time.sleep(0.5)
+    print("released:", client.submit(sum, [4, 5]).result())
+"""
+
+
+def test_an_ephemeral_job_that_takes_an_existing_clusters_name_is_refused_before_anything_changes(
+        tmp_path: Any) -> None:
+    script = tmp_path / "hold.py"
+    script.write_text(HOLD)
+    dask_units = unit_starts("dask-worker")
+    run = subprocess.run(["bash", str(live.ROOT / "scripts" / "job.sh"), "--ephemeral", "dask", "-i",
+                          str(live.ephemeral_dir() / "inventory"), "-e", SIDE_EFFECT,
+                          "-e", f"dask_job_script={script}"],
+                         cwd=live.ROOT, capture_output=True, text=True, timeout=600)
+    output = " ".join((run.stdout + run.stderr).split())
+    assert run.returncode == 2 and mentions(output, "cluster dask already exists on this host"), output[-3000:]
+    assert "tearing down" not in output and unit_starts("dask-worker") == dask_units
+    print("[clusters] job.sh --ephemeral dask refused: the name is a running cluster's; nothing torn down")
+
+
+def job_marker(name: str) -> list[str]:
+    found = live.on_host(live.WORKERS[0], "sh", "-c", f"ls {USER_DATA}/reports/jobs/*/work/{name} 2>/dev/null",
+                         check=False)
+    return found.stdout.split()
+
+
 @pytest.fixture(scope="module")
-def deployed() -> dict[str, Any]:
+def deployed(tmp_path_factory: Any) -> Any:
     for host in live.WORKERS:
         live.on_host(host, "mkdir", "-p", USER_DATA)
         live.on_host(host, "sh", "-c", f"echo 'kept by the user' > {USER_DATA}/results.csv")
     dask_units = unit_starts("dask-worker")
+    script = tmp_path_factory.mktemp("job") / "hold.py"
+    script.write_text(HOLD)
+    values = live.ephemeral_dir() / "blue-vars.json"
+    values.write_text(json.dumps(blue_vars()))
     started = time.monotonic()
-    run = blue("site.yml")
-    assert run.returncode == 0, run.stdout[-4000:]
-    seconds = round(time.monotonic() - started, 1)
-    live.record("clusters", {"step": "site.yml for cluster blue beside dask", "seconds": seconds})
-    return {"dask_units": dask_units, "seconds": seconds}
+    job = subprocess.Popen(["bash", str(live.ROOT / "scripts" / "job.sh"), "--ephemeral", "blue", "-i",
+                            str(live.ephemeral_dir() / "inventory"), "-e", SIDE_EFFECT, "-e", f"@{values}",
+                            "-e", f"dask_job_script={script}", "-e", "dask_job_timeout=1200"],
+                           cwd=live.ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        live.wait_until(lambda: job_marker("ready") or job.poll() is not None, 1500, "blue's job running")
+        assert job.poll() is None, (job.stdout.read() if job.stdout else "")[-4000:]
+        seconds = round(time.monotonic() - started, 1)
+        live.record("clusters", {"step": "job.sh --ephemeral blue: checks, site.yml, the job running",
+                                 "seconds": seconds})
+        yield {"dask_units": dask_units, "seconds": seconds, "job": job}
+    finally:
+        if job.poll() is None:  # a failed test: release the job, so that blue is torn down all the same
+            for marker in job_marker("ready"):
+                live.on_host(live.WORKERS[0], "touch", marker.replace("/ready", "/release"))
+            job.wait(timeout=900)
 
 
 def test_both_clusters_run_side_by_side_each_with_its_own_names(deployed: dict[str, Any]) -> None:
@@ -129,15 +184,25 @@ def test_blue_leaves_while_dask_keeps_working_and_the_users_file_stays(deployed:
         runner = threading.Thread(target=extend, daemon=True)
         runner.start()
         started = time.monotonic()
-        run = blue("playbooks/teardown.yml", timeout=900)
+        job = deployed["job"]
+        for marker in job_marker("ready"):
+            live.on_host(live.WORKERS[0], "touch", marker.replace("/ready", "/release"))
+        out, _ = job.communicate(timeout=900)
         seconds = round(time.monotonic() - started, 1)
         done.set()
         runner.join(timeout=300)
+        run = subprocess.CompletedProcess(job.args, job.returncode, out, "")
         assert run.returncode == 0, run.stdout[-4000:]
         assert chain["error"] is None, chain["error"]
         assert chain["future"].result(timeout=60) == chain["links"]
-    kept = [line.strip() for line in run.stdout.splitlines() if "[teardown]" in line]
-    live.record("clusters", {"step": "teardown.yml of blue while dask computes", "seconds": seconds,
+    assert "blue computes: 6" in run.stdout and "released: 9" in run.stdout, run.stdout[-4000:]
+    assert "[job] cluster blue: tearing down" in run.stdout, run.stdout[-4000:]
+    reports = live.ephemeral_dir() / "artifacts-blue" / "reports" / "jobs"
+    report = json.loads(next(reports.glob("hold-*/job.json")).read_text())
+    assert report["exit_status"] == 0 and report["tasks"]["finished"] >= 2, report
+    kept = [line.strip() for line in run.stdout.splitlines() if "[teardown]" in line or line.startswith("[job]")]
+    live.record("clusters", {"step": "the job released, then teardown.yml of blue while dask computes",
+                             "seconds": seconds,
                              "dask_chain_links": chain["links"], "teardown": kept[:3]})
     assert unit_starts("dask-worker") == deployed["dask_units"], "cluster dask's workers restarted"
     for host in HOSTS:

@@ -18,6 +18,7 @@ JOBS_ON_HOST = "/var/lib/dask/reports/jobs"
 
 SCRIPT = """
 import json
+import os
 import sys
 import time
 
@@ -25,7 +26,9 @@ import dask.array as da
 from distributed import Client
 
 client = Client()  # no argument: the job's environment names the scheduler and the TLS files
-total = float(da.ones((400, 400), chunks=100).sum().compute())
+# Each job its own graph (identical keys would be shared between the jobs' clients, and computed once).
+offset = len(os.environ["DASK_JOB_NAME"])
+total = float((da.ones((400, 400), chunks=100) + offset).sum().compute()) - offset * 160000
 print("args", json.dumps(sys.argv[1:]))
 print("total", total)
 with open("result.json", "w") as out:

@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.time()
     with (folder / "output.log").open("w") as log:
         out = Output(log)
-        out.write(f"[dask-gpu-job] {args.name}: {args.script} {' '.join(args.args)} started {stamp(started)} "
+        out.write(f"[dask-gpu-job] {args.name}: {' '.join([args.script, *args.args])} started {stamp(started)} "
                   f"(timeout {args.timeout} s)", own=True)
         counter = Counter(args.scheduler, folder, timeout=args.connect_timeout)
         if counter.problem:

@@ -32,28 +32,28 @@ class JobTaskCounts(SchedulerPlugin):
     def __init__(self) -> None:
         self.counts: dict[str, dict[str, int]] = {}
         self.left: OrderedDict[str, dict[str, int]] = OrderedDict()
-        self.owner: dict[Any, str] = {}
+        # Clients that want each task (identical keys are shared: a task two clients submit runs once, for both).
+        self.owners: dict[Any, set[str]] = {}
 
     def update_graph(self, scheduler: Any, *, client: str, tasks: list[Any], **kwargs: Any) -> None:
         counts = self.counts.setdefault(str(client), dict.fromkeys(COUNTED, 0))
         counts["submitted"] += len(tasks)
         for key in tasks:
-            self.owner.setdefault(key, str(client))
+            self.owners.setdefault(key, set()).add(str(client))
 
     def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
-        client = self.owner.get(key)
-        if client is None:
+        owners = self.owners.get(key)
+        if owners is None:
             return
         if finish == "forgotten":
-            del self.owner[key]
+            del self.owners[key]
             return
-        counts = self.counts.get(client) or self.left.get(client)
-        if counts is None:
+        if finish not in ("memory", "erred"):
             return
-        if finish == "memory":
-            counts["finished"] += 1
-        elif finish == "erred":
-            counts["erred"] += 1
+        for client in owners:
+            counts = self.counts.get(client) or self.left.get(client)
+            if counts is not None:
+                counts["finished" if finish == "memory" else "erred"] += 1
 
     def remove_client(self, scheduler: Any, client: str) -> None:
         counts = self.counts.pop(str(client), None)

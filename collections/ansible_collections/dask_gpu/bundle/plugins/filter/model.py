@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import model, rolling, settings
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import extras, model, rolling, settings
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import cluster_hosts, worker_hosts
 
 
@@ -12,4 +12,5 @@ class FilterModule:
         return {"role_specs": settings.role_specs, "resolve_settings": settings.resolve,
                 "typed_settings": settings.typed_settings, "host_model": model.host_model,
                 "cluster_model": model.cluster_model, "advice": model.advice, "cluster_advice": model.cluster_advice,
-                "cluster_hosts": cluster_hosts, "worker_hosts": worker_hosts, "roll_plan": rolling.plan}
+                "cluster_hosts": cluster_hosts, "worker_hosts": worker_hosts, "roll_plan": rolling.plan,
+                "image_packages": extras.package_lines}

@@ -10,6 +10,7 @@ class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {"scheduler_spec": spec.scheduler_spec, "worker_spec": spec.worker_spec,
                 "client_spec": spec.client_spec, "roll_spec": spec.roll_spec, "job_spec": spec.job_spec,
+                "notebook_spec": spec.notebook_spec,
                 "job_folder": spec.job_folder,
                 "docker_run_args": spec.docker_run_args, "container_args": spec.container_args,
                 "client_env": spec.client_env}

@@ -22,10 +22,32 @@ def pinned(pins_text: str) -> dict[str, str]:
     return {canonicalize_name(name): version for name, version in found}
 
 
-def requirements(settings: Mapping[str, Any]) -> tuple[list[tuple[str, str]], list[str]]:
-    """The extra requirements as (where, line): dask_images_extra_packages' entries, then the requirements file's
-    requirement lines; and the problems reading them (a missing file, an option line pip would need)."""
+# What a feature adds to the images when it is on: its switch, and its requirements file in the repository.
+FEATURE_PACKAGES = {"dask_notebook_enabled": "roles/dask_notebook/files/requirements.txt"}
+
+
+def packages(settings: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The requirement lines given as values (where, line): dask_images_extra_packages' entries, then those of the
+    features that are on (JupyterLab for dask_notebook_enabled), which the image tag's hash takes one by one."""
     lines = [("dask_images_extra_packages", str(entry)) for entry in settings.get("dask_images_extra_packages") or []]
+    for switch, relative in FEATURE_PACKAGES.items():
+        if settings.get(switch) is not True:
+            continue
+        path = Path(str(settings.get("dask_repo_dir") or ".")) / relative
+        lines += [(f"{switch} ({relative})", line.strip()) for line in path.read_text().splitlines()
+                  if line.strip() and not line.lstrip().startswith("#")]
+    return lines
+
+
+def package_lines(settings: Mapping[str, Any]) -> list[str]:
+    return [line for _, line in packages(settings)]
+
+
+def requirements(settings: Mapping[str, Any]) -> tuple[list[tuple[str, str]], list[str]]:
+    """The extra requirements as (where, line): dask_images_extra_packages' entries and the features' (packages),
+    then the requirements file's requirement lines; and the problems reading them (a missing file, an option line
+    pip would need)."""
+    lines = packages(settings)
     problems: list[str] = []
     name = str(settings.get("dask_images_extra_requirements_file") or "")
     if not name:

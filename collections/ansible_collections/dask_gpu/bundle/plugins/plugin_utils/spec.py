@@ -301,6 +301,24 @@ def job_folder(cluster: dict[str, Any], job: dict[str, Any]) -> str:
     return f"{cluster['paths']['data']}/reports/jobs/{job['id']}"
 
 
+def notebook_spec(cluster: dict[str, Any], token: str) -> dict[str, Any]:
+    """JupyterLab on the notebook host (dask_cluster.notebook): the scheduler image (JupyterLab and the Dask
+    extension are built into the cluster's images when the notebook is on), the host's TLS material and the
+    scheduler's address, so `Client()` connects with no argument; the working folder mounted; the token from the
+    unit's env file (0600), never on the command line."""
+    notebook = cluster["notebook"]
+    spec = _base(cluster, cluster["containers"]["notebook"], f"JupyterLab for cluster {cluster['name']}",
+                 cluster["images"]["scheduler"])
+    spec.update(argv=["jupyter", "lab", "--no-browser", f"--ServerApp.ip={notebook['listen']}",
+                      f"--ServerApp.port={int(notebook['port'])}", "--ServerApp.port_retries=0",
+                      f"--ServerApp.root_dir={notebook['container_dir']}"],
+                env={**client_env(cluster), "DASK_SCHEDULER_ADDRESS": cluster["scheduler_address"],
+                     "JUPYTER_TOKEN": token, "CUPY_CACHE_DIR": "/tmp/cupy"},
+                ulimits={})
+    spec["volumes"] = spec["volumes"] + [f"{notebook['dir']}:{notebook['container_dir']}"]
+    return spec
+
+
 def roll_spec(cluster: dict[str, Any], step: str, args: list[str], timeout: int) -> dict[str, Any]:
     """dask-gpu-roll (a rolling restart's or a host retirement's scheduler-side step) as a client container on the
     scheduler host: the scheduler image, the host's TLS material, no GPU."""

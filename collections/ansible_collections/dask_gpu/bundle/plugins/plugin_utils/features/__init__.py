@@ -8,8 +8,9 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import (
     images,
     jobs,
     monitoring,
+    notebook,
     toolkit,
 )
 
 FEATURES: tuple[Feature, ...] = (images.FEATURE, monitoring.FEATURE, firewall.FEATURE, toolkit.FEATURE,
-                               jobs.FEATURE)
+                               jobs.FEATURE, notebook.FEATURE)

@@ -1,0 +1,85 @@
+"""Feature `notebook` (role dask_notebook, docs/notebook.md): JupyterLab beside the cluster, from the cluster's own
+image (JupyterLab and the Dask JupyterLab extension are then built into it: extras.py), with the cluster's client
+certificate and the scheduler's address, so `Client()` connects with no argument. Its model part is
+`dask_cluster.notebook`; its checks are the exposure acknowledgement and a host that is a cluster host."""
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from typing import Any
+
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
+    CheckInput,
+    ClusterInput,
+    Feature,
+    HostInput,
+    cluster_hosts,
+    scheduler_host,
+)
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import cluster_paths
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.ports import span
+
+# Where the working folder is inside the container (the host's folder: dask_notebook_dir).
+CONTAINER_DIR = "/home/dask/work"
+
+
+def enabled(settings: Mapping[str, Any]) -> bool:
+    return settings.get("dask_notebook_enabled") is True
+
+
+def notebook_host(settings: Mapping[str, Any], groups: Mapping[str, Any]) -> str:
+    return str(settings.get("dask_notebook_host") or scheduler_host(groups))
+
+
+def folder(settings: Mapping[str, Any]) -> str:
+    """The working folder on the host: dask_notebook_dir, else the cluster's data folder's notebooks/."""
+    return str(settings.get("dask_notebook_dir") or f"{cluster_paths(settings)['data']}/notebooks")
+
+
+def host(inp: HostInput) -> dict[str, Any]:
+    """The notebook host's port and service, and its working folder (kept at teardown unless empty: your notebooks
+    live there)."""
+    if not enabled(inp.settings) or inp.name != notebook_host(inp.settings, inp.groups):
+        return {}
+    port = int(inp.settings["dask_notebook_port"])
+    uid, gid = int(inp.settings["dask_container_uid"]), int(inp.settings["dask_container_gid"])
+    data = cluster_paths(inp.settings)["data"]
+    # The data folder holds the default working folder; worker hosts have it already (model.folders).
+    made = [{"path": data, "owner": 0, "group": 0, "mode": "0755", "remove": "empty"}]
+    if inp.model.get("worker") or not folder(inp.settings).startswith(data + "/"):
+        made = []
+    return {"ports": {"dask_notebook_port": span(port)}, "services": {"jupyterlab": port},
+            "folders": made + [{"path": folder(inp.settings), "owner": uid, "group": gid, "mode": "0750",
+                                "remove": "empty"}]}
+
+
+def cluster(inp: ClusterInput) -> dict[str, Any]:
+    settings = inp.settings
+    if not enabled(settings):
+        return {"notebook": {"enabled": False}}
+    where = notebook_host(settings, inp.groups)
+    listen = str(settings.get("dask_notebook_listen_address") or "127.0.0.1")
+    port = int(settings["dask_notebook_port"])
+    return {"notebook": {"enabled": True, "host": where, "listen": listen, "port": port,
+                         "url": f"http://{listen}:{port}/lab", "dir": folder(settings),
+                         "container_dir": CONTAINER_DIR}}
+
+
+def checks(inp: CheckInput) -> list[str]:
+    if inp.get("dask_notebook_enabled") is not True:
+        return []
+    problems: list[str] = []
+    listen = inp.get("dask_notebook_listen_address")
+    if listen is not None and not ipaddress.IPv4Address(listen).is_loopback \
+            and inp.get("dask_notebook_exposed_ack") is not True:
+        problems.append(f"dask_notebook_listen_address={listen} puts JupyterLab (which runs any code as the "
+                        "cluster's user, behind its token) beyond this host. Keep 127.0.0.1 and use an SSH tunnel, or "
+                        "set dask_notebook_exposed_ack: true (with dask_firewall_enabled, only the cluster's hosts and "
+                        "dask_firewall_allowed_sources reach it)")
+    where = inp.get("dask_notebook_host")
+    if inp.is_scheduler and where and where not in cluster_hosts(inp.groups):
+        problems.append(f"dask_notebook_host={where} is not a host of this cluster (the scheduler or a worker host)")
+    return problems
+
+
+FEATURE = Feature(name="notebook", role="dask_notebook", host=host, cluster=cluster, checks=checks)

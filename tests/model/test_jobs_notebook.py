@@ -1,0 +1,95 @@
+"""Jobs and JupyterLab in the model: what a job run refuses on the controller before any host changes (a missing
+script, a missing entry point, requirements the cluster's image does not meet), the ephemeral guard, and the
+notebook's image packages, folder, port and exposure check."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import extras, jobs
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import CheckInput, HostInput
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import jobs as job_feature
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import notebook
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCK = "dask==2026.7.1\ndistributed==2026.7.1\nnumpy==2.4.6\n"
+GROUPS = {"dask_scheduler": ["s1"], "dask_cuda_workers": ["g1"], "dask_cpu_workers": []}
+
+
+def plan_and_problems(tmp: Path, **settings: Any) -> tuple[dict[str, Any], list[str]]:
+    lock = tmp / "requirements.lock"
+    lock.write_text(LOCK)
+    job = jobs.plan(settings, "20261124T130000Z")
+    return job, jobs.problems(settings, job, str(lock))
+
+
+def test_a_file_job_is_named_by_its_script(tmp_path: Path) -> None:
+    script = tmp_path / "Nightly ETL.py"
+    script.write_text("print(1)\n")
+    job, found = plan_and_problems(tmp_path, dask_job_script=str(script), dask_job_args=["a", 2])
+    assert found == [] and job["name"] == "nightly-etl" and job["id"] == "nightly-etl-20261124t130000z"
+    assert job["entry"] == "Nightly ETL.py" and job["args"] == ["a", "2"] and not job["folder"]
+
+
+def test_a_folder_job_checks_its_entry_and_requirements_against_the_image(tmp_path: Path) -> None:
+    folder = tmp_path / "etl"
+    folder.mkdir()
+    (folder / "main.py").write_text("print(1)\n")
+    (folder / "requirements.txt").write_text("dask==2026.7.1\nnumpy>=2\n# a comment\n")
+    job, found = plan_and_problems(tmp_path, dask_job_script=str(folder))
+    assert found == [] and job["folder"] and job["entry"] == "main.py" and job["requirements"].endswith(".txt")
+    (folder / "requirements.txt").write_text("dask==2020.1.0\nxgboost\n--extra-index-url x\n")
+    _, found = plan_and_problems(tmp_path, dask_job_script=str(folder), dask_job_entry="run.py")
+    assert "dask_job_entry=run.py is not a file" in found[0]
+    assert "line 1: dask==2020.1.0 is not met: the cluster's image has dask==2026.7.1" in found[1]
+    assert "line 2: xgboost is not in the cluster's image" in found[2] and "pip option" in found[3]
+
+
+def test_a_missing_script_or_lock_is_named(tmp_path: Path) -> None:
+    assert "dask_job_script is not set" in plan_and_problems(tmp_path)[1][0]
+    assert "does not exist" in plan_and_problems(tmp_path, dask_job_script=str(tmp_path / "no.py"))[1][0]
+    (tmp_path / "notes.txt").write_text("x")
+    assert "neither a folder nor" in plan_and_problems(tmp_path, dask_job_script=str(tmp_path / "notes.txt"))[1][0]
+    folder = tmp_path / "f"
+    folder.mkdir()
+    (folder / "main.py").write_text("")
+    (folder / "requirements.lock").write_text("dask==2026.7.1\n")
+    job = jobs.plan({"dask_job_script": str(folder)}, "20261124T130000Z")
+    found = jobs.problems({"dask_job_script": str(folder)}, job, str(tmp_path / "missing.lock"))
+    assert "run site.yml for this cluster first" in found[0]
+
+
+def check(settings: dict[str, Any], host: str = "s1", facts: dict[str, Any] | None = None) -> CheckInput:
+    return CheckInput(host=host, get=settings.get, model={"scheduler": host == "s1"}, cluster={}, groups=GROUPS,
+                      facts=facts or {})
+
+
+def test_an_ephemeral_job_may_not_take_a_running_clusters_name() -> None:
+    record = {"ansible_local": {"dask_cluster_nightly": {"name": "nightly"}}}
+    settings = {"dask_job_ephemeral": True, "dask_cluster_name": "nightly"}
+    assert "cluster nightly already exists" in job_feature.checks(check(settings, facts=record))[0]
+    assert job_feature.checks(check({**settings, "dask_cluster_name": "other"}, facts=record)) == []
+    assert job_feature.checks(check({**settings, "dask_job_ephemeral": False}, facts=record)) == []
+
+
+def test_the_notebook_adds_jupyterlab_to_the_images_and_takes_its_port_and_folder() -> None:
+    base = {"dask_repo_dir": str(ROOT), "dask_notebook_enabled": True}
+    lines = extras.package_lines(base)
+    assert any(line.startswith("jupyterlab==") for line in lines) and any("dask-labextension" in x for x in lines)
+    assert extras.package_lines({**base, "dask_notebook_enabled": False}) == []
+    settings = {**base, "dask_notebook_port": 8888, "dask_container_uid": 10001, "dask_container_gid": 10001,
+                "dask_cluster_name": "dask"}
+    on_scheduler = notebook.host(HostInput(name="s1", settings=settings, facts={}, gpus={}, groups=GROUPS,
+                                           model={"worker": False}))
+    assert on_scheduler["ports"] == {"dask_notebook_port": [8888, 8888]}
+    assert [f["path"] for f in on_scheduler["folders"]] == ["/var/lib/dask", "/var/lib/dask/notebooks"]
+    assert all(f["remove"] == "empty" for f in on_scheduler["folders"])  # your notebooks are never removed
+    assert notebook.host(HostInput(name="g1", settings=settings, facts={}, gpus={}, groups=GROUPS)) == {}
+
+
+def test_the_notebook_beyond_loopback_needs_its_acknowledgement_and_a_cluster_host() -> None:
+    settings = {"dask_notebook_enabled": True, "dask_notebook_listen_address": "10.0.0.5"}
+    assert "dask_notebook_exposed_ack" in notebook.checks(check(settings))[0]
+    assert notebook.checks(check({**settings, "dask_notebook_exposed_ack": True})) == []
+    found = notebook.checks(check({"dask_notebook_enabled": True, "dask_notebook_host": "elsewhere"}))
+    assert "dask_notebook_host=elsewhere is not a host of this cluster" in found[0]
