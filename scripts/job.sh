@@ -12,13 +12,13 @@ if [ "${1:-}" != --ephemeral ] || [ -z "${2:-}" ]; then
 fi
 name="$2"; shift 2
 # A bad name (or any other setting) is refused by site.yml's checks before any host changes.
-playbook() { ansible-playbook "$root/$1" -e "dask_cluster_name=$name" -e dask_job_ephemeral=true "${@:2}"; }
+playbook() { ansible-playbook "$root/$1" -e "dask_cluster_name=$name" "${@:2}"; }
 started=$(date +%s)
 # The checks first: a name that is an existing cluster's (or any bad input) stops here, and nothing is torn down.
 echo "[job] cluster $name: checking (playbooks/check.yml)"
-playbook playbooks/check.yml "$@" || { echo "[job] cluster $name: refused by the checks; nothing changed" >&2; exit 2; }
+playbook playbooks/check.yml -e dask_job_ephemeral=true "$@" || { echo "[job] cluster $name: refused by the checks; nothing changed" >&2; exit 2; }
 echo "[job] cluster $name: deploying (site.yml)"
-playbook site.yml "$@"; status=$?
+playbook site.yml -e dask_job_ephemeral=true "$@"; status=$?
 if [ "$status" -eq 0 ]; then
   echo "[job] cluster $name: up after $(( $(date +%s) - started )) s; running the job"
   playbook playbooks/job.yml "$@"; status=$?

@@ -96,8 +96,8 @@ def lab(driver: webdriver.Chrome, base: str, token: str, notebook: str, expect: 
          or driver.execute_script("return document.body.innerText.includes('Idle')"), 90)
     wait("the Run menu", lambda: [item for item in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item")
                                   if item.text.strip() == "Run"][0], 30).click()
-    wait("Run All Cells", lambda: driver.find_element(
-        By.CSS_SELECTOR, "li.lm-Menu-item[data-command='notebook:run-all-cells']"), 30).click()
+    wait("Run All Cells", lambda: [item for item in driver.find_elements(By.CSS_SELECTOR, ".lm-Menu-item")
+                                   if item.text.strip().startswith("Run All Cells")][0], 30).click()
     run_started = time.monotonic()
     text = wait(f"the notebook's output ({expect})", lambda: (lambda t: t if expect in t else None)(
         "\n".join(area.text for area in driver.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output"))), 240)

@@ -311,7 +311,9 @@ def notebook_spec(cluster: dict[str, Any], token: str) -> dict[str, Any]:
                  cluster["images"]["scheduler"])
     spec.update(argv=["jupyter", "lab", "--no-browser", f"--ServerApp.ip={notebook['listen']}",
                       f"--ServerApp.port={int(notebook['port'])}", "--ServerApp.port_retries=0",
-                      f"--ServerApp.root_dir={notebook['container_dir']}"],
+                      f"--ServerApp.root_dir={notebook['container_dir']}",
+                      # Clusters are often offline: no news feed, no update check (nothing fetched from outside).
+                      "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
                 env={**client_env(cluster), "DASK_SCHEDULER_ADDRESS": cluster["scheduler_address"],
                      "JUPYTER_TOKEN": token, "CUPY_CACHE_DIR": "/tmp/cupy"},
                 ulimits={})
