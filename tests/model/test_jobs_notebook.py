@@ -81,7 +81,7 @@ def test_the_notebook_adds_jupyterlab_to_the_images_and_takes_its_port_and_folde
                 "dask_cluster_name": "dask"}
     on_scheduler = notebook.host(HostInput(name="s1", settings=settings, facts={}, gpus={}, groups=GROUPS,
                                            model={"worker": False}))
-    assert on_scheduler["ports"] == {"dask_notebook_port": [8888, 8888]}
+    assert on_scheduler["ports"] == {"dask_notebook_port": [8888, 8888]} and "services" not in on_scheduler
     assert [f["path"] for f in on_scheduler["folders"]] == ["/var/lib/dask", "/var/lib/dask/notebooks"]
     assert all(f["remove"] == "empty" for f in on_scheduler["folders"])  # your notebooks are never removed
     assert notebook.host(HostInput(name="g1", settings=settings, facts={}, gpus={}, groups=GROUPS)) == {}

@@ -24,13 +24,14 @@ USER_DATA = "/srv/team-data"  # a folder of the user's, on every worker host, gi
 
 def blue_vars() -> dict[str, Any]:
     """Cluster blue: its own name, ports, controller folder and data folder; the images dask's registry already put
-    on every host (your-registry distribution, pointing at it); no monitoring (Prometheus runs once per host)."""
+    on every host (your-registry distribution, pointing at it); no monitoring (Prometheus runs once per host); its
+    own JupyterLab port (the inventory turns JupyterLab on, and blue's images are dask's)."""
     registry = f"{live.address(live.SCHEDULER)}:5000"
     return {"dask_cluster_name": "blue", "dask_scheduler_port": 9786, "dask_dashboard_port": 9787,
             "dask_worker_http_port": 9790, "dask_data_dir": USER_DATA,
             "dask_controller_dir": str(live.ephemeral_dir() / "artifacts-blue"),
             "dask_images_distribution": "registry", "dask_images_registry": registry,
-            "dask_monitoring_enabled": False}
+            "dask_monitoring_enabled": False, "dask_notebook_port": 9888}
 
 
 def blue(*args: str, extra: dict[str, Any] | None = None, timeout: float = 1800) -> Any:

@@ -114,6 +114,7 @@ def test_blue_green_to_a_second_cluster_while_the_first_keeps_working() -> None:
     green_vars.write_text(json.dumps({
         "dask_cluster_name": "green", "dask_rapids_release": "26.10", "dask_scheduler_port": 9786,
         "dask_dashboard_port": 9787, "dask_worker_http_port": 9790, "dask_monitoring_enabled": False,
+        "dask_notebook_port": 9888,
         "dask_images_distribution": "archive", "dask_controller_dir": str(controller)}))
     with Probe() as old:
         started = time.monotonic()

@@ -37,7 +37,7 @@ def folder(settings: Mapping[str, Any]) -> str:
 
 
 def host(inp: HostInput) -> dict[str, Any]:
-    """The notebook host's port and service, and its working folder (kept at teardown unless empty: your notebooks
+    """The notebook host's port, and its working folder (kept at teardown unless empty: your notebooks
     live there)."""
     if not enabled(inp.settings) or inp.name != notebook_host(inp.settings, inp.groups):
         return {}
@@ -48,7 +48,8 @@ def host(inp: HostInput) -> dict[str, Any]:
     made = [{"path": data, "owner": 0, "group": 0, "mode": "0755", "remove": "empty"}]
     if inp.model.get("worker") or not folder(inp.settings).startswith(data + "/"):
         made = []
-    return {"ports": {"dask_notebook_port": span(port)}, "services": {"jupyterlab": port},
+    # Each cluster runs its own JupyterLab (its own unit and port): a port, not a one-per-host service.
+    return {"ports": {"dask_notebook_port": span(port)},
             "folders": made + [{"path": folder(inp.settings), "owner": uid, "group": gid, "mode": "0750",
                                 "remove": "empty"}]}
 
