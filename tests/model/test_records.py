@@ -55,10 +55,10 @@ def with_record(claims: dict[str, Any], **extra: Any) -> dict[str, Any]:
 def test_each_name_gives_its_own_units_folders_table_and_record() -> None:
     blue = claims_of("g1", FACTS, dask_cluster_name="blue")
     default = claims_of("g1", FACTS)
-    assert default["units"] == ["dask-firewall", "dask-scheduler", "dask-worker"]
+    assert default["units"] == ["dask-firewall", "dask-notebook", "dask-scheduler", "dask-worker"]
     assert (default["config"], default["data"], default["firewall_table"]) == ("/etc/dask", "/var/lib/dask",
                                                                               "dask_firewall")
-    assert blue["units"] == ["dask-blue-firewall", "dask-blue-scheduler", "dask-blue-worker"]
+    assert blue["units"] == ["dask-blue-firewall", "dask-blue-notebook", "dask-blue-scheduler", "dask-blue-worker"]
     assert (blue["config"], blue["data"], blue["firewall_table"]) == ("/etc/dask-blue", "/var/lib/dask-blue",
                                                                       "dask_blue_firewall")
     assert records.path("blue") == "/etc/ansible/facts.d/dask_cluster_blue.fact"
@@ -186,3 +186,15 @@ def test_the_record_refuses_a_system_folder(tmp_path: Path) -> None:
     refused = run_module(tmp_path, path=str(tmp_path / "r.fact"), folders=[
         {"path": "/var/lib", "owner": 0, "group": 0, "mode": "0755", "remove": "tree"}])
     assert refused.get("failed") and "/var/lib is a system folder" in refused["msg"]
+
+
+def test_a_notebook_port_that_clashes_is_refused_on_its_host_and_against_another_cluster() -> None:
+    found = problems("s1", FACTS, dask_notebook_enabled=True, dask_notebook_port=8786)
+    assert any("dask_notebook_port (8786)" in line and "dask_scheduler_port (8786)" in line for line in found), found
+    theirs = claims_of("s1", FACTS, dask_notebook_enabled=True)
+    found = problems("s1", with_record(theirs), dask_cluster_name="blue", dask_notebook_enabled=True,
+                     dask_scheduler_port=9786, dask_dashboard_port=9787)
+    assert any("dask_notebook_port (8888) of cluster blue is also dask_notebook_port (8888) of cluster dask" in line
+               for line in found), found
+    assert problems("s1", with_record(theirs), dask_cluster_name="blue", dask_notebook_enabled=True,
+                    dask_scheduler_port=9786, dask_dashboard_port=9787, dask_notebook_port=9888) == []
