@@ -93,3 +93,12 @@ def test_the_notebook_beyond_loopback_needs_its_acknowledgement_and_a_cluster_ho
     assert notebook.checks(check({**settings, "dask_notebook_exposed_ack": True})) == []
     found = notebook.checks(check({"dask_notebook_enabled": True, "dask_notebook_host": "elsewhere"}))
     assert "dask_notebook_host=elsewhere is not a host of this cluster" in found[0]
+
+
+def test_a_token_file_the_controller_cannot_write_is_refused(tmp_path: Path) -> None:
+    blocked = tmp_path / "file-not-folder"
+    blocked.write_text("")
+    settings = {"dask_notebook_enabled": True, "dask_controller_dir": str(blocked / "artifacts")}
+    found = notebook.checks(check(settings))
+    assert "dask_controller_dir=" in found[0] and "token" in found[0] and "cannot be written" in found[0], found
+    assert notebook.checks(check({**settings, "dask_controller_dir": str(tmp_path / "new" / "artifacts")})) == []

@@ -5,7 +5,9 @@ certificate and the scheduler's address, so `Client()` connects with no argument
 from __future__ import annotations
 
 import ipaddress
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
@@ -66,6 +68,19 @@ def cluster(inp: ClusterInput) -> dict[str, Any]:
                          "container_dir": CONTAINER_DIR}}
 
 
+def token_unwritable(token: Path) -> str:
+    """Why the controller cannot keep the token file ('' when it can): read it if it is there, else create it in the
+    nearest folder that exists."""
+    if token.exists():
+        return "" if os.access(token, os.R_OK) else f"{token} cannot be read on the controller"
+    folder = token.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if folder.is_dir() and os.access(folder, os.W_OK | os.X_OK):
+        return ""
+    return f"{token} cannot be written on the controller ({folder} is not a writable folder)"
+
+
 def checks(inp: CheckInput) -> list[str]:
     if inp.get("dask_notebook_enabled") is not True:
         return []
@@ -77,6 +92,11 @@ def checks(inp: CheckInput) -> list[str]:
                         "cluster's user, behind its token) beyond this host. Keep 127.0.0.1 and use an SSH tunnel, or "
                         "set dask_notebook_exposed_ack: true (with dask_firewall_enabled, only the cluster's hosts and "
                         "dask_firewall_allowed_sources reach it)")
+    controller = inp.get("dask_controller_dir")
+    if inp.is_scheduler and controller:
+        problem = token_unwritable(Path(str(controller)) / "notebook" / "token")
+        if problem:
+            problems.append(f"dask_controller_dir={controller}: JupyterLab's token {problem}")
     where = inp.get("dask_notebook_host")
     if inp.is_scheduler and where and where not in cluster_hosts(inp.groups):
         problems.append(f"dask_notebook_host={where} is not a host of this cluster (the scheduler or a worker host)")
