@@ -18,7 +18,7 @@ def unit(host) -> str:
 
 
 def test_docker_and_dask_units_are_enabled_and_active(host) -> None:
-    for name in ("docker", unit(host)):
+    for name in ("docker", *units(host)):
         service = host.service(name)
         assert service.is_enabled, name
         assert service.is_running, name
@@ -30,8 +30,16 @@ def test_unit_restarts_forever_with_a_delay(host) -> None:
     assert "--restart" not in text and "KillMode=none" not in text
 
 
-def test_container_runs_as_non_root_without_capabilities(host) -> None:
-    name = unit(host)
+def units(host) -> list[str]:
+    """The bundle's containers on the host: the scheduler and JupyterLab (on in the sandbox), or the workers."""
+    return [unit(host), "dask-notebook"] if role(host) == "scheduler" else [unit(host)]
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_container_runs_as_non_root_without_capabilities(host, index: int) -> None:
+    if index >= len(units(host)):
+        pytest.skip("no second container on a worker host")
+    name = units(host)[index]
     config = json.loads(host.check_output(f"docker inspect {name}"))[0]
     assert config["Config"]["User"] == f"{CONTAINER_UID}:{CONTAINER_UID}"
     assert config["HostConfig"]["CapDrop"] == ["ALL"]
