@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 
 from dockerutil import ROOT, docker
 
@@ -37,10 +38,27 @@ def test_cpu_stack_verifies_and_tears_down() -> None:
         assert report["workers_registered"] == 1
         assert report["backend"] == "numpy" and report["gpu_required"] is False
         assert report["workload"]["result"] == report["workload"]["expected"]
+        dashboard_in_a_browser("http://127.0.0.1:18787")
     finally:
         docker("rm", "-f", verify_name, check=False)
         compose("--profile", "verify", "down", "-v", "--remove-orphans", check=False)
     assert leftovers() == ""
+
+
+def dashboard_in_a_browser(url: str) -> None:
+    """The stack's dashboard (published on loopback) in headless Chromium: its status, workers and system pages
+    render their plots (tests/sandbox/browser/drive.py; screenshots in reports/browser-compose/)."""
+    setup = subprocess.run(["bash", str(ROOT / "scripts" / "setup-browser.sh")], capture_output=True, text=True,
+                           timeout=900)
+    assert setup.returncode == 0, setup.stdout[-2000:] + setup.stderr[-2000:]
+    out = ROOT / "reports" / "browser-compose"
+    run = subprocess.run([sys.executable, str(ROOT / "tests" / "sandbox" / "browser" / "drive.py"), "--out", str(out),
+                          "--dashboard", url], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    seen = json.loads((out / "browser.json").read_text())["dashboard"]
+    assert all(page["bokeh"] and page["canvases"] > 0 for page in seen.values()), seen
+    print("compose dashboard in Chromium: " + ", ".join(f"/{name} {page['canvases']} canvases"
+                                                        for name, page in seen.items()))
 
 
 def gpu_requests(*files: str, gpus: str | None = None) -> dict[str, list[dict[str, object]]]:

@@ -6,6 +6,7 @@ one registry line and its role; the core is not edited.
 """
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,15 @@ def cluster_hosts(groups: Mapping[str, Any]) -> list[str]:
 
 def scheduler_host(groups: Mapping[str, Any]) -> str:
     return (group(groups, "dask_scheduler") or [""])[0]
+
+
+def exposed_without_ack(get: Callable[[str], Any], listen_option: str, ack_option: str) -> str | None:
+    """The address a service is set to listen on when it is beyond loopback without its acknowledgement (None when
+    it is on loopback, acknowledged, or refused already)."""
+    listen = get(listen_option)
+    if listen is None or ipaddress.IPv4Address(listen).is_loopback or get(ack_option) is True:
+        return None
+    return str(listen)
 
 
 @dataclass

@@ -13,6 +13,7 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
     ClusterInput,
     Feature,
     HostInput,
+    exposed_without_ack,
     group,
     scheduler_host,
 )
@@ -104,9 +105,8 @@ def checks(inp: CheckInput) -> list[str]:
     if inp.get("dask_monitoring_enabled") is not True:
         return []
     problems: list[str] = []
-    listen = inp.get("dask_monitoring_listen_address")
-    if listen is not None and not ipaddress.IPv4Address(listen).is_loopback \
-            and inp.get("dask_monitoring_exposed_ack") is not True:
+    listen = exposed_without_ack(inp.get, "dask_monitoring_listen_address", "dask_monitoring_exposed_ack")
+    if listen:
         problems.append(f"dask_monitoring_listen_address={listen} exposes Prometheus's UI and API, which have no "
                         "authentication, beyond this host. Keep 127.0.0.1 and use an SSH tunnel, or set "
                         "dask_monitoring_exposed_ack: true to accept that.")

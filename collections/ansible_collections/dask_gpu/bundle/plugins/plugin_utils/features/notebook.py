@@ -4,7 +4,6 @@ certificate and the scheduler's address, so `Client()` connects with no argument
 `dask_cluster.notebook`; its checks are the exposure acknowledgement and a host that is a cluster host."""
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,6 +15,7 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
     Feature,
     HostInput,
     cluster_hosts,
+    exposed_without_ack,
     scheduler_host,
 )
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import cluster_paths
@@ -85,9 +85,8 @@ def checks(inp: CheckInput) -> list[str]:
     if inp.get("dask_notebook_enabled") is not True:
         return []
     problems: list[str] = []
-    listen = inp.get("dask_notebook_listen_address")
-    if listen is not None and not ipaddress.IPv4Address(listen).is_loopback \
-            and inp.get("dask_notebook_exposed_ack") is not True:
+    listen = exposed_without_ack(inp.get, "dask_notebook_listen_address", "dask_notebook_exposed_ack")
+    if listen:
         problems.append(f"dask_notebook_listen_address={listen} puts JupyterLab (which runs any code as the "
                         "cluster's user, behind its token) beyond this host. Keep 127.0.0.1 and use an SSH tunnel, or "
                         "set dask_notebook_exposed_ack: true (with dask_firewall_enabled, only the cluster's hosts and "
