@@ -86,7 +86,8 @@ def test_a_version_change_without_the_acknowledgement_is_refused_before_anything
 
 def test_restart_everything_at_once() -> None:
     with live.connect(timeout=60) as client:
-        held = client.scatter(list(range(1000)))
+        held = client.submit(list, range(1000), pure=False)  # a result held in a worker's memory
+        held.result(timeout=60)
         with Probe() as probe:
             started = time.monotonic()
             run = live.playbook("site.yml", "-e", SIDE_EFFECT, "-e", f"dask_rapids_release={OLD}",
