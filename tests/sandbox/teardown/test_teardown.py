@@ -1,7 +1,8 @@
 """playbooks/teardown.yml in the sandbox (molecule's side effect, last): every host is left without the cluster's
-units, containers, firewall table, registry, /etc/dask, /var/lib/dask and the keys the bundle merged into
-daemon.json, while Docker, the operator's own daemon.json key and the images stay; then site.yml deploys again and
-a client computes. (Molecule's verify step runs after this, against the redeployed cluster.)"""
+units, containers, firewall table, registry, /etc/dask, /var/lib/dask (but for JupyterLab's working folder with the
+user's notebook in it) and the keys the bundle merged into daemon.json, while Docker, the operator's own daemon.json
+key and the images stay; then site.yml deploys again and a client computes. (Molecule's verify step runs after this,
+against the redeployed cluster.)"""
 from __future__ import annotations
 
 import json
@@ -16,8 +17,13 @@ HOSTS = (live.SCHEDULER, *live.WORKERS)
 OPERATORS_DAEMON_JSON = {"labels": ["sandbox=kept"]}
 
 
+NOTEBOOKS = "/var/lib/dask/notebooks"  # JupyterLab's working folder on the scheduler host (on in the sandbox)
+USERS_NOTEBOOK = '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
+
+
 @pytest.fixture(scope="module")
 def torn_down() -> float:
+    live.on_host(live.SCHEDULER, "sh", "-c", f"printf '%s' '{USERS_NOTEBOOK}' > {NOTEBOOKS}/mine.ipynb")
     started = time.monotonic()
     run = live.playbook("playbooks/teardown.yml", "-e", VARS, "-e", "dask_teardown_images=true", timeout=900)
     assert run.returncode == 0, run.stdout[-4000:]
@@ -33,7 +39,13 @@ def test_the_host_is_clean_of_the_cluster(torn_down: float, host: str) -> None:
     containers = live.on_host(host, "docker", "ps", "-a", "--format", "{{.Names}}").stdout.split()
     assert not [name for name in containers if name.startswith("dask-")], containers
     registry = f"{live.address(live.SCHEDULER)}:5000"  # the cluster's registry (cluster-registry distribution)
-    for path in ("/etc/dask", "/var/lib/dask", "/etc/docker/daemon.json.dask-bundle",
+    # JupyterLab's working folder holds the user's notebooks: it stays, and with it the data folder above it.
+    data = live.on_host(host, "ls", "-A", "/var/lib/dask", check=False).stdout.split()
+    assert data == (["notebooks"] if host == live.SCHEDULER else []), f"{host}: /var/lib/dask holds {data}"
+    if host == live.SCHEDULER:
+        kept = live.on_host(host, "cat", f"{NOTEBOOKS}/mine.ipynb", check=False).stdout
+        assert kept == USERS_NOTEBOOK, f"{host}: the user's notebook was not kept"
+    for path in ("/etc/dask", "/etc/docker/daemon.json.dask-bundle",
                  "/etc/ansible/facts.d/gpus.fact", "/etc/systemd/system/dask-firewall.service",
                  f"/etc/docker/certs.d/{registry}", "/etc/docker/registry/tls",
                  "/etc/systemd/system/docker-registry.service.d/dask.conf"):
