@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import socket
 import ssl
 import subprocess
@@ -105,11 +106,27 @@ def unit_property(host: str, unit: str, prop: str) -> str:
     return on_host(host, "systemctl", "show", "-P", prop, unit).stdout.strip()
 
 
+PROFILE_LINE = re.compile(r"^(?P<task>\S.*?) -{2,} (?P<seconds>[0-9.]+)s$")
+
+
+def slowest_tasks(output: str, count: int = 4) -> list[tuple[str, float]]:
+    """The slowest tasks of a run from the recap of Ansible's profile_tasks callback."""
+    rows = [(m["task"], float(m["seconds"])) for m in map(PROFILE_LINE.match, output.splitlines()) if m]
+    return sorted(rows, key=lambda row: row[1], reverse=True)[:count]
+
+
 def playbook(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    """ansible-playbook with molecule's inventory, from the repository root."""
+    """ansible-playbook with molecule's inventory, from the repository root; prints a `[playbook]` line with the
+    run's time and its slowest tasks (where CI's time goes)."""
     inventory = ephemeral_dir() / "inventory"
-    return subprocess.run(["ansible-playbook", "-i", str(inventory), *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    env = {**os.environ, "ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks", "ANSIBLE_PIPELINING": "true"}
+    started = time.monotonic()
+    run = subprocess.run(["ansible-playbook", "-i", str(inventory), *args], cwd=ROOT, capture_output=True,
+                         text=True, timeout=timeout, check=False, env=env)
+    name = " ".join(Path(arg).name if arg.endswith(".yml") else arg for arg in args)[:160]
+    slow = "; ".join(f"{task[:70]} {seconds:.1f} s" for task, seconds in slowest_tasks(run.stdout))
+    print(f"[playbook] {name}: rc {run.returncode}, {time.monotonic() - started:.1f} s; slowest: {slow}", flush=True)
+    return run
 
 
 def record(kind: str, row: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -64,10 +65,26 @@ SUITES = (
 )
 
 
+TAGGED = re.compile(r"\[[a-z][a-z0-9_-]*\] ")
+
+
+def report_lines(output: str) -> list[str]:
+    """The output's lines, a `[tag] ...` line that pytest -s printed after a test's name on a line of its own."""
+    lines: list[str] = []
+    for line in output.splitlines():
+        found = TAGGED.search(line)
+        if found and found.start() > 0:
+            lines += [line[:found.start()].rstrip(), line[found.start():]]
+        else:
+            lines.append(line)
+    return lines
+
+
 def run_suite(suite: Suite) -> subprocess.CompletedProcess[str]:
     if suite.playbook:
         return live.playbook(str(ROOT / suite.playbook), timeout=3600)
-    return subprocess.run([sys.executable, "-m", "pytest", "-v", "-s", "-p", "no:cacheprovider",
+    # -rA: a PASSED/FAILED line per test at the end (with -s, a test's verdict can land after its output)
+    return subprocess.run([sys.executable, "-m", "pytest", "-v", "-s", "-rA", "-p", "no:cacheprovider",
                            str(ROOT / "tests" / "sandbox" / suite.name)], cwd=ROOT, capture_output=True, text=True,
                           timeout=3600, check=False)
 
@@ -94,9 +111,9 @@ def main() -> int:
         started = time.monotonic()
         run = run_suite(suite)
         seconds = round(time.monotonic() - started, 1)
-        lines = [line for line in run.stdout.splitlines()
-                 if line.startswith("[") or " PASSED" in line or " FAILED" in line or line.startswith(("ok:", "fatal"))]
-        print("\n".join(lines[-60:]), flush=True)
+        lines = [line for line in report_lines(run.stdout)
+                 if line.startswith(("[", "PASSED ", "FAILED ", "ERROR ", "ok:", "fatal"))]
+        print("\n".join(lines[-100:]), flush=True)
         if run.returncode:
             print(run.stdout[-6000:] + run.stderr[-2000:], flush=True)
         results.append({"suite": suite.name, "passed": run.returncode == 0, "seconds": seconds})
