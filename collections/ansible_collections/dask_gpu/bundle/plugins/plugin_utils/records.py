@@ -75,7 +75,7 @@ def collisions(claims: Mapping[str, Any], theirs: Mapping[str, Mapping[str, Any]
     problems: list[str] = []
     name = claims.get("name")
     for other, record in theirs.items():
-        who = f"cluster {other} (its record {RECORD_DIR}/{RECORD_PREFIX}...fact on this host)"
+        who = f"cluster {other} (its record {path(str(other))} on this host)"
         tables = {str(claims.get("firewall_table"))} & {str(record.get("firewall_table"))} - {"None"}
         same_names = sorted((set(claims.get("units") or []) & set(record.get("units") or [])) | tables)
         if same_names:
