@@ -65,7 +65,7 @@ SUITES = (
 )
 
 
-TAGGED = re.compile(r"\[[a-z][a-z0-9_-]*\] ")
+TAGGED = re.compile(r"(?<= )\[[a-z][a-z0-9_-]*\] ")  # after a space: not a test id's [param]
 
 
 def report_lines(output: str) -> list[str]:
