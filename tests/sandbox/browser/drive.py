@@ -5,6 +5,11 @@ pages listen on its loopback, as a user reaches them through an SSH tunnel): tes
 nsenter into the scheduler host's namespace.
 
     drive.py --out DIR --dashboard http://127.0.0.1:8787 [--lab http://127.0.0.1:8888 --token-file F --notebook P]
+
+--pages picks the dashboard pages (default status,workers,system); --bokeh-facts also records, per page, what the
+plots draw into their canvases (the Bokeh document's titles, the GPU plots' data sources and ranges, read through
+BokehJS), whether the page's text names the GPU and links the GPU page; --chromium and --chromedriver run a browser
+unpacked elsewhere than /usr/bin (tests/gpu/gpu-proof-dashboard.sh on a GPU machine).
 """
 from __future__ import annotations
 
@@ -33,16 +38,46 @@ function count(root) {
 return {canvases: count(document), bokeh: !!(window.Bokeh && window.Bokeh.documents && window.Bokeh.documents.length),
         title: document.title};
 """
+# What the plots draw in their canvases, read from BokehJS's documents: every title's text, the data sources that hold
+# the dashboard's GPU columns (distributed.dashboard.components.nvml), and the named plots' x ranges.
+BOKEH_FACTS = """
+const columns = ['worker', 'gpu-index', 'memory', 'memory_text', 'utilization'];
+const facts = {titles: [], sources: [], plots: []};
+const plain = (v) => (typeof v === 'number' || typeof v === 'string') ? v : String(v);
+for (const doc of (window.Bokeh && window.Bokeh.documents) || []) {
+  const all = doc._all_models;
+  const models = all instanceof Map ? Array.from(all.values()) : Array.from(doc.all_models || []);
+  for (const m of models) {
+    const type = m.type || (m.constructor && m.constructor.__name__);
+    if (type === 'Title' && m.text) facts.titles.push(m.text);
+    if (type === 'ColumnDataSource' && m.data) {
+      const data = m.data instanceof Map ? Object.fromEntries(m.data) : m.data;
+      if ('gpu-index' in data || 'memory_text' in data) {
+        const kept = {};
+        for (const c of columns) if (c in data) kept[c] = Array.from(data[c]).slice(0, 16).map(plain);
+        facts.sources.push(kept);
+      }
+    }
+    if (m.name && m.x_range && String(m.name).includes('gpu'))
+      facts.plots.push({name: m.name, x_start: m.x_range.start, x_end: m.x_range.end});
+  }
+}
+const text = document.body ? document.body.innerText : '';
+facts.text_mentions_gpu = /\\bgpu\\b/i.test(text);
+const link = document.querySelector('a[href$="gpu"]');
+facts.gpu_page_link = link ? {href: link.getAttribute('href'), text: link.innerText} : null;
+return facts;
+"""
 DASHBOARD_PAGES = ("status", "workers", "system")
 
 
-def browser() -> webdriver.Chrome:
+def browser(chromium: str = "/usr/bin/chromium", chromedriver: str = "/usr/bin/chromedriver") -> webdriver.Chrome:
     options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
+    options.binary_location = chromium
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                  "--window-size=1600,1000", "--no-first-run", "--disable-extensions"):
         options.add_argument(flag)
-    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    return webdriver.Chrome(service=Service(chromedriver), options=options)
 
 
 def wait(what: str, check: Callable[[], Any], timeout: float) -> Any:
@@ -63,9 +98,10 @@ def plotted(state: dict[str, Any]) -> dict[str, Any] | None:
     return state if state["canvases"] > 0 and state["bokeh"] else None
 
 
-def dashboard(driver: webdriver.Chrome, base: str, out: Path) -> dict[str, Any]:
+def dashboard(driver: webdriver.Chrome, base: str, out: Path, pages: tuple[str, ...] = DASHBOARD_PAGES,
+              facts: bool = False) -> dict[str, Any]:
     found: dict[str, Any] = {}
-    for page in DASHBOARD_PAGES:
+    for page in pages:
         started = time.monotonic()
         driver.get(f"{base}/{page}")
         try:
@@ -74,6 +110,8 @@ def dashboard(driver: webdriver.Chrome, base: str, out: Path) -> dict[str, Any]:
             state = {"error": str(error), **driver.execute_script(CANVASES)}
         time.sleep(2)  # a couple of the dashboard's updates
         state.update(driver.execute_script(CANVASES), seconds=round(time.monotonic() - started, 1))
+        if facts:
+            state["bokeh_facts"] = driver.execute_script(BOKEH_FACTS)
         driver.save_screenshot(str(out / f"dashboard-{page}.png"))
         found[page] = state
     return found
@@ -116,13 +154,19 @@ def main() -> int:
     parser.add_argument("--token-file", type=Path)
     parser.add_argument("--notebook", default="examples/01-arrays.ipynb")
     parser.add_argument("--expect", default="mean of x + x.T:")
+    parser.add_argument("--pages", default=",".join(DASHBOARD_PAGES), help="dashboard pages, comma-separated")
+    parser.add_argument("--bokeh-facts", action="store_true", help="record what each page's plots draw")
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--chromedriver", default="/usr/bin/chromedriver")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {}
-    driver = browser()
+    driver = browser(args.chromium, args.chromedriver)
     try:
         result["browser"] = driver.capabilities.get("browserVersion")
-        result["dashboard"] = dashboard(driver, args.dashboard, args.out)
+        result["chromedriver"] = driver.capabilities.get("chrome", {}).get("chromedriverVersion", "").split(" ")[0]
+        result["dashboard"] = dashboard(driver, args.dashboard, args.out, tuple(args.pages.split(",")),
+                                        args.bokeh_facts)
         if args.lab and args.token_file:
             try:
                 result["lab"] = lab(driver, args.lab, args.token_file.read_text().strip(), args.notebook, args.expect,
