@@ -43,20 +43,12 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 rm -rf "$dest"; mkdir -p "$dest/whl" "$results"
 
 # --- wheels --------------------------------------------------------------------------------------------------------
-specs=()
-for name in "${pinned[@]}"; do
-  version=$(grep -i "^${name}==" "$pins" | cut -d= -f3)
-  [ -n "$version" ] || { echo "no pin for $name in $pins" >&2; exit 1; }
-  specs+=("${name}==${version}")
-done
-platforms=()
-for n in 17 24 27 28 31 34 35; do platforms+=(--platform "manylinux_2_${n}_x86_64"); done
-python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 \
-  --abi abi3 --abi none --platform manylinux2014_x86_64 "${platforms[@]}" --platform any -d "$dest/whl" \
-  "${specs[@]}" "${selenium[@]}" 2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
-count=$(find "$dest/whl" -name '*.whl' | wc -l)
-want=$(( ${#pinned[@]} + ${#selenium[@]} ))
-[ "$count" -eq "$want" ] || { echo "expected $want wheels, found $count" >&2; exit 1; }
+# shellcheck source=tests/gpu/wheels-lib.sh
+. tests/gpu/wheels-lib.sh
+mapfile -t specs < <(pinned_specs "$pins" "${pinned[@]}")
+[ "${#specs[@]}" -eq "${#pinned[@]}" ] || exit 1
+download_wheels "$dest/whl" "${specs[@]}" "${selenium[@]}"
+count=$(( ${#specs[@]} + ${#selenium[@]} ))
 
 # --- Debian bookworm's Chromium, unpacked -------------------------------------------------------------------------
 mkdir -p "$work/lists/partial" "$work/debs"

@@ -18,19 +18,12 @@ names=(cudf-cu13 dask-cudf-cu13 libcudf-cu13 pylibcudf-cu13 rmm-cu13 librmm-cu13
 mkdir -p .git/info
 grep -qx "/${dest}/" .git/info/exclude 2>/dev/null || echo "/${dest}/" >>.git/info/exclude
 rm -rf "$dest/wheels"; mkdir -p "$dest/wheels"
-platforms=()
-for n in 17 24 27 28 31 34 35; do platforms+=(--platform "manylinux_2_${n}_x86_64"); done
-specs=()
-for name in "${names[@]}"; do
-  version=$(grep -i "^${name}==" "$pins" | cut -d= -f3)
-  [ -n "$version" ] || { echo "no pin for $name in $pins" >&2; exit 1; }
-  specs+=("${name}==${version}")
-done
-python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 \
-  --abi abi3 --abi none --platform manylinux2014_x86_64 "${platforms[@]}" --platform any -d "$dest/wheels" "${specs[@]}" \
-  2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
-count=$(find "$dest/wheels" -name '*.whl' | wc -l)
-[ "$count" -eq "${#names[@]}" ] || { echo "expected ${#names[@]} wheels, found $count" >&2; exit 1; }
+# shellcheck source=tests/gpu/wheels-lib.sh
+. tests/gpu/wheels-lib.sh
+mapfile -t specs < <(pinned_specs "$pins" "${names[@]}")
+[ "${#specs[@]}" -eq "${#names[@]}" ] || exit 1
+download_wheels "$dest/wheels" "${specs[@]}"
+count=${#specs[@]}
 rm -rf "$dest"/p[0-9]* "$dest/wheels.tar"
 tar -C "$dest" -cf "$dest/wheels.tar" wheels
 split -b 59M -d "$dest/wheels.tar" "$dest/part-"
