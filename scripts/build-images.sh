@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the scheduler and worker images from images/Dockerfile.
 #   scripts/build-images.sh            build with the settings in .env (override them in the environment)
-# Settings: RAPIDS_RELEASE, CUDA_MAJOR, PROFILE (lean|full), BASE_IMAGE; optional PIP_INDEX_URL,
+# Settings: RAPIDS_RELEASE, CUDA_MAJOR, PROFILE (lean|full|cpu), BASE_IMAGE; optional PIP_INDEX_URL,
 # EXTRA_CA_FILE (default: the host's CA bundle, when present), BAKE_EXTRA_CA=true to keep it in the image.
 # Tags: dask-gpu-{scheduler,worker}:<release>-cuda<major>-<profile>. Labels carry the Dask versions.
 set -euo pipefail

@@ -11,3 +11,4 @@ MYPYPATH=collections $bin/mypy --ignore-missing-imports --strict --namespace-pac
   collections/ansible_collections/dask_gpu/bundle/plugins scripts/compose-gen.py
 $bin/mypy --ignore-missing-imports --strict roles/gpu_facts/filter_plugins roles/gpu_facts/files/gpu_facts.py
 $bin/mypy --ignore-missing-imports --strict tests/monitoring
+$bin/mypy --ignore-missing-imports --strict --allow-untyped-calls tests/fleet

@@ -288,3 +288,20 @@ def test_archive_distribution_is_advised_against_from_three_hosts(model: ModuleT
     assert model.cluster_advice(ours) == []
     small = {"groups": {}, "hosts": {"s1": "10.0.0.5", "g1": "10.0.0.6"}, "images": {"distribution": "archive"}}
     assert model.cluster_advice(small) == []
+
+
+def test_auto_distribution_takes_the_cluster_registry_from_eight_hosts_with_tls(model: ModuleType) -> None:
+    def fleet(count: int, **values: Any) -> dict[str, Any]:
+        names = [f"c{index}" for index in range(1, count)]
+        groups = {"all": ["s1", *names], "dask_scheduler": ["s1"], "dask_cpu_workers": names}
+        hosts = {host: {"bind_address": f"10.0.1.{index + 1}"} for index, host in enumerate(groups["all"])}
+        return dict(model.cluster_model(settings(model, **values), hosts, groups, "abc")["images"])
+
+    assert images.AUTO_REGISTRY_FROM == 8
+    seven, eight = fleet(7), fleet(8)
+    assert (seven["distribution"], seven["distribution_setting"], seven["registry"]) == ("archive", "auto", None)
+    assert (eight["distribution"], eight["distribution_setting"]) == ("cluster-registry", "auto")
+    assert eight["registry"]["host"] == "s1" and eight["worker"].startswith("10.0.1.1:5000/dask-gpu-worker:")
+    # The registry takes the hosts' TLS certificates: without TLS, auto stays with the archive.
+    assert fleet(20, dask_transport="tcp", dask_tls_disabled_ack=True)["distribution"] == "archive"
+    assert fleet(20, dask_images_distribution="archive")["distribution"] == "archive"

@@ -83,6 +83,8 @@ class Checker:
         self.gpus = _mapping(context.get("gpus"))
         self.pins = [str(name) for name in _sequence(context.get("pins"))]
         self.inventory_checks = as_bool(context.get("inventory_checks")) is True
+        # False in the inventory-only check (plugin_utils/inventory_check.py): no GPU was probed, so none is judged.
+        self.facts_read = as_bool(context.get("facts_read", True)) is not False
         self.problems: list[str] = []
         result = typing.typed(self.raw, self.specs, self.groups["all"])
         self.refused = result.problems
@@ -176,6 +178,14 @@ class Checker:
             self.add(f"dask_dashboard_bind={bind} exposes the dashboard, which has no authentication (anyone who "
                      "reaches it sees the cluster's tasks and logs), beyond this host. Keep 127.0.0.1 and use an SSH "
                      "tunnel, or set dask_dashboard_exposed_ack: true to accept that.")
+        if self.get("dask_image_profile") == "cpu":
+            if self.is_cuda:
+                self.add("is in dask_cuda_workers, but dask_image_profile=cpu has no dask-cuda and no CUDA library "
+                         "(its workers could not start `dask cuda worker`). Use dask_image_profile: lean or full, or "
+                         "move the host to dask_cpu_workers.")
+            if transport in ("ucx", "tls-ucx"):
+                self.add(f"dask_transport={transport} needs UCX (distributed-ucxx), which dask_image_profile=cpu does "
+                         "not have. Use dask_transport: tls, or dask_image_profile: lean or full.")
         self.check_extra_args()
 
     def check_extra_args(self) -> None:
@@ -371,7 +381,7 @@ class Checker:
         self.check_ports()
         self.check_inventory()
         self.check_addresses()
-        if self.is_worker or self.is_cuda:
+        if (self.is_worker or self.is_cuda) and self.facts_read:
             self.check_gpus()
         self.check_other_clusters()
         self.check_features()

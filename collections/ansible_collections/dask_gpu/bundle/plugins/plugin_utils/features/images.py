@@ -26,6 +26,21 @@ TARGETS = ("scheduler", "worker")
 VERSIONED = ("dask", "distributed", "dask-cuda")
 # From this many cluster hosts, cluster-registry distribution is advised over archive (docs/images.md).
 REGISTRY_ADVISED_FROM = 3
+# dask_images_distribution: auto takes cluster-registry from this many cluster hosts (archive below). From the
+# measurements in docs/images.md: on 3 hosts archive finished first (copy + load in parallel, about 2 min; the
+# registry's push alone took 98 s), but the controller sends 2.6 GB per host, so on a 1 Gbit/s controller link 8
+# hosts are 2.8 min of egress alone and 100 hosts 35 min, while the registry costs the controller one archive at most.
+AUTO_REGISTRY_FROM = 8
+
+
+def distribution(settings: Mapping[str, Any], groups: Mapping[str, Any]) -> str:
+    """The distribution this cluster uses: the setting, or for auto cluster-registry from AUTO_REGISTRY_FROM cluster
+    hosts when the transport has TLS (the registry's clients are the hosts' certificates), else archive."""
+    chosen = str(settings.get("dask_images_distribution") or "auto")
+    if chosen != "auto":
+        return chosen
+    tls = str(settings.get("dask_transport") or "tls") in ("tls", "tls-ucx")
+    return "cluster-registry" if tls and len(cluster_hosts(groups)) >= AUTO_REGISTRY_FROM else "archive"
 
 
 def registry_host(settings: Mapping[str, Any], groups: Mapping[str, Any]) -> str:
@@ -51,10 +66,10 @@ def versions(pins: str) -> dict[str, str]:
 def host(inp: HostInput) -> dict[str, Any]:
     """The registry's port and service on the host that runs it; the work folder where archives arrive (archive:
     every host; cluster-registry: the registry host), shared by the clusters of a host, removed when empty."""
-    distribution = inp.settings.get("dask_images_distribution")
-    runs_registry = distribution == "cluster-registry" and inp.name == registry_host(inp.settings, inp.groups)
+    chosen = distribution(inp.settings, inp.groups)
+    runs_registry = chosen == "cluster-registry" and inp.name == registry_host(inp.settings, inp.groups)
     added: dict[str, Any] = {}
-    if distribution == "archive" or runs_registry:
+    if (chosen == "archive" or runs_registry) and inp.settings.get("dask_images_work_dir"):
         added["folders"] = [{"path": str(inp.settings["dask_images_work_dir"]), "owner": 0, "group": 0,
                              "mode": "0700", "remove": "empty"}]
     if runs_registry:
@@ -81,7 +96,7 @@ def registry_model(inp: ClusterInput) -> dict[str, Any] | None:
     host when that is a cluster host (the controller then sends no image bytes), else the registry host itself,
     which gets the archive from the controller."""
     settings = inp.settings
-    if settings.get("dask_images_distribution") != "cluster-registry":
+    if distribution(settings, inp.groups) != "cluster-registry":
         return None
     where = registry_host(settings, inp.groups)
     build = str(settings.get("dask_images_build_host") or "localhost")
@@ -96,14 +111,15 @@ def cluster(inp: ClusterInput) -> dict[str, Any]:
     tag = "{}-cuda{}-{}-{}".format(settings["dask_rapids_release"], settings["dask_cuda_major"],
                                    settings["dask_image_profile"], inp.image_hash)
     registry = registry_model(inp)
-    prefix = (str(settings["dask_images_registry"]) + "/" if settings.get("dask_images_distribution") == "registry"
+    chosen = distribution(settings, inp.groups)
+    prefix = (str(settings["dask_images_registry"]) + "/" if chosen == "registry"
               else f"{registry['address']}/" if registry else "")
     pins = pins_file(settings)
     wanted = versions(pins)
     return {"images": {
         "tag": tag, "repositories": {target: f"{prefix}dask-gpu-{target}" for target in TARGETS},
         "scheduler": f"{prefix}dask-gpu-scheduler:{tag}", "worker": f"{prefix}dask-gpu-worker:{tag}",
-        "distribution": str(settings.get("dask_images_distribution") or "archive"),
+        "distribution": chosen, "distribution_setting": str(settings.get("dask_images_distribution") or "auto"),
         "registry": registry,
         "build_args": {"BASE_IMAGE": settings["dask_base_image"], "RAPIDS_RELEASE": settings["dask_rapids_release"],
                        "CUDA_MAJOR": settings["dask_cuda_major"], "PROFILE": settings["dask_image_profile"]},
@@ -137,10 +153,10 @@ def checks(inp: CheckInput) -> list[str]:
             "restart the scheduler and every worker at once (running work and the data in worker memory are lost).")
     if inp.is_scheduler:  # cluster-wide settings, read on the controller: named once
         problems += extras.problems({name: inp.get(name) for name in EXTRA_SETTINGS}, _pins_text(inp))
-    distribution = inp.get("dask_images_distribution")
-    if distribution == "registry" and inp.get("dask_images_registry") == "":
+    chosen = inp.cluster.get("images", {}).get("distribution") or inp.get("dask_images_distribution")
+    if chosen == "registry" and inp.get("dask_images_registry") == "":
         return problems + ["dask_images_distribution=registry needs dask_images_registry (host:port[/path])"]
-    if distribution != "cluster-registry":
+    if chosen != "cluster-registry":
         return problems
     transport = inp.get("dask_transport")
     if transport in ("ucx", "tcp"):

@@ -1,0 +1,154 @@
+"""Fleet benchmark: N light sandbox hosts on this machine, each step of a cluster's life timed as a user runs it.
+
+    tests/fleet/fleet.py --hosts 3,10,20 [--steps check,converge,rerun,roll,verify,teardown] [--out reports/fleet]
+
+Each host is a systemd container from the sandbox's host image (molecule/default/Dockerfile.host; built by
+scripts/sandbox.sh) with its own Docker Engine, which site.yml installs as on a fresh server; one host is the
+scheduler, the others CPU workers. The images use the `cpu` profile (Dask without CUDA libraries, 338 MB) and
+reach the hosts through the cluster registry: the point is the orchestration, not the image. For each N the
+steps run in order, and each is timed twice: wall seconds, and the controller's CPU seconds (ansible-playbook and
+every process it forked), per host. Rows go to OUT/fleet.jsonl as they finish; tests/fleet/report.py fits them and
+projects 100 and 1,000 hosts. Not part of CI (CI keeps tests/fleet/test_fleet_guard.py, the model part at 1,000
+hosts). The hosts are removed after each N unless --keep.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+NETWORK, SUBNET, PREFIX = "dask-fleet", "10.232.0.0/16", "10.232"
+HOST_IMAGE = "dask-sandbox-host:bookworm"
+STEPS = ("check", "converge", "rerun", "roll", "verify", "teardown")
+PLAYBOOK = {"check": ["playbooks/check.yml"], "converge": ["site.yml"], "rerun": ["site.yml"],
+            # A worker setting changes on every worker host: the rolling restart retires and restarts them in batches.
+            "roll": ["site.yml", "-e", "dask_worker_death_timeout=91"],
+            "verify": ["playbooks/verify.yml"], "teardown": ["playbooks/teardown.yml"]}
+
+
+def names(count: int) -> list[str]:
+    return ["fleet-sched"] + [f"fleet-w{index:03d}" for index in range(1, count)]
+
+
+def address(index: int) -> str:
+    return f"{PREFIX}.{index // 250}.{index % 250 + 2}"
+
+
+def docker(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", *argv], capture_output=True, text=True, check=check)
+
+
+def create(hosts: list[str]) -> None:
+    """The host containers, as molecule makes the sandbox's (molecule/default/molecule.yml)."""
+    if docker("network", "inspect", NETWORK, check=False).returncode != 0:
+        docker("network", "create", "--subnet", SUBNET, NETWORK)
+    for index, host in enumerate(hosts):
+        docker("run", "-d", "--name", host, "--hostname", host, "--network", NETWORK, "--ip", address(index),
+               "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN", "--security-opt", "seccomp=unconfined",
+               "--security-opt", "apparmor=unconfined", "--cgroupns", "host", "--tmpfs", "/run",
+               "--tmpfs", "/run/lock", "--tmpfs", "/tmp", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+               "-v", "/var/lib/docker", HOST_IMAGE, "/sbin/init")
+
+
+def destroy(hosts: list[str]) -> None:
+    for host in hosts:
+        docker("rm", "-f", "-v", host, check=False)
+
+
+def inventory(hosts: list[str], out: Path) -> Path:
+    """The fleet's inventory: what a user of a CPU fleet would write, plus the sandbox's container limits."""
+    data = {"all": {
+        "vars": {"ansible_connection": "community.docker.docker", "dask_images_build_host": "localhost",
+                 "dask_image_profile": "cpu", "dask_images_distribution": "cluster-registry",
+                 "dask_controller_dir": str(out / "artifacts"), "dask_notebook_enabled": False,
+                 # Host containers cannot raise their open-files limit above the machine's (see molecule.yml).
+                 "dask_container_nofile": 16384, "dask_worker_nthreads": 1, "dask_worker_rolling_batch": "25%",
+                 "docker_engine_daemon_config": {"storage-driver": "overlay2"}},
+        "children": {"dask_scheduler": {"hosts": {hosts[0]: {}}},
+                     "dask_cpu_workers": {"hosts": {host: {} for host in hosts[1:]}}}}}
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "hosts.yml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False, explicit_start=True))
+    return path
+
+
+def controller_cpu() -> float:
+    usage = os.times()
+    return usage.children_user + usage.children_system
+
+
+def run_step(step: str, inv: Path, out: Path) -> dict[str, Any]:
+    env = {**os.environ, "ANSIBLE_PIPELINING": "true", "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+           "ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks", "ANSIBLE_NOCOLOR": "1"}
+    cpu, started = controller_cpu(), time.monotonic()
+    run = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv), *PLAYBOOK[step]],
+                         cwd=ROOT, capture_output=True, text=True, env=env, check=False)
+    wall, cpu = time.monotonic() - started, controller_cpu() - cpu
+    (out / f"{step}.log").write_text(run.stdout + run.stderr)
+    recap = re.findall(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", run.stdout, re.M)
+    tasks = len(re.findall(r"^TASK \[", run.stdout, re.M))
+    return {"step": step, "rc": run.returncode, "wall_s": round(wall, 1), "controller_cpu_s": round(cpu, 1),
+            "tasks": tasks, "changed": sum(int(row[2]) for row in recap),
+            "failed": sum(int(row[3]) + int(row[4]) for row in recap)}
+
+
+def bench(count: int, steps: list[str], out: Path, keep: bool) -> list[dict[str, Any]]:
+    hosts = names(count)
+    destroy(hosts)
+    started = time.monotonic()
+    create(hosts)
+    print(f"[fleet] N={count}: {count} hosts started in {time.monotonic() - started:.1f} s", flush=True)
+    inv = inventory(hosts, out / f"n{count}")
+    rows = []
+    try:
+        for step in steps:
+            row = {"hosts": count, **run_step(step, inv, out / f"n{count}")}
+            row["controller_cpu_per_host_s"] = round(row["controller_cpu_s"] / count, 3)
+            rows.append(row)
+            with (out / "fleet.jsonl").open("a") as sink:
+                sink.write(json.dumps(row) + "\n")
+            print("[fleet] " + " | ".join(f"{key} {value}" for key, value in row.items()), flush=True)
+            if row["rc"] != 0:
+                print(f"[fleet] N={count}: {step} failed (log: {out / f'n{count}' / f'{step}.log'}); next N",
+                      flush=True)
+                break
+    finally:
+        if not keep:
+            destroy(hosts)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hosts", default="3,10", help="host counts, comma-separated (scheduler included)")
+    parser.add_argument("--steps", default=",".join(STEPS), help=f"steps in order, from {', '.join(STEPS)}")
+    parser.add_argument("--out", type=Path, default=ROOT / "reports" / "fleet")
+    parser.add_argument("--keep", action="store_true", help="leave the last N's hosts running")
+    args = parser.parse_args(argv)
+    steps = [step for step in args.steps.split(",") if step]
+    unknown = sorted(set(steps) - set(STEPS))
+    if unknown:
+        parser.error(f"--steps: unknown {', '.join(unknown)}; known: {', '.join(STEPS)}")
+    counts = [int(value) for value in args.hosts.split(",")]
+    if any(count < 2 for count in counts):
+        parser.error("--hosts: each count needs a scheduler and at least one worker (2 or more)")
+    args.out = args.out.resolve()  # the controller folder must be absolute (check.yml refuses a relative one)
+    args.out.mkdir(parents=True, exist_ok=True)
+    failed = False
+    for count in counts:
+        rows = bench(count, steps, args.out, args.keep and count == counts[-1])
+        failed |= any(row["rc"] != 0 for row in rows)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
