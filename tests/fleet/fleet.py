@@ -1,10 +1,13 @@
 """Fleet benchmark: N light sandbox hosts on this machine, each step of a cluster's life timed as a user runs it.
 
     tests/fleet/fleet.py --hosts 3,10,20 [--steps check,converge,rerun,roll,verify,teardown] [--out reports/fleet]
+                         [--connection ssh|docker]
 
 Each host is a systemd container from the sandbox's host image (molecule/default/Dockerfile.host; built by
-scripts/sandbox.sh) with its own Docker Engine, which site.yml installs as on a fresh server; one host is the
-scheduler, the others CPU workers. The images use the `cpu` profile (Dask without CUDA libraries, 338 MB) and
+scripts/sandbox.sh) with its own Docker Engine, which site.yml installs as on a fresh server, reached over SSH
+(tests/fleet/Dockerfile.ssh-host adds sshd; a key made for the run) as servers are, or with docker exec (the
+sandbox's connection, whose docker CLI calls cost the controller more per task); one host is the scheduler, the
+others CPU workers. The images use the `cpu` profile (Dask without CUDA libraries, 338 MB) and
 reach the hosts through the cluster registry: the point is the orchestration, not the image. For each N the
 steps run in order, and each is timed twice: wall seconds, and the controller's CPU seconds (ansible-playbook and
 every process it forked), per host. Rows go to OUT/fleet.jsonl as they finish; tests/fleet/report.py fits them and
@@ -28,6 +31,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 NETWORK, SUBNET, PREFIX = "dask-fleet", "10.232.0.0/16", "10.232"
 HOST_IMAGE = "dask-sandbox-host:bookworm"
+SSH_IMAGE = "dask-fleet-ssh-host:bookworm"
 STEPS = ("check", "converge", "rerun", "roll", "verify", "teardown")
 PLAYBOOK = {"check": ["playbooks/check.yml"], "converge": ["site.yml"], "rerun": ["site.yml"],
             # A worker setting changes on every worker host: the rolling restart retires and restarts them in batches.
@@ -47,16 +51,29 @@ def docker(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["docker", *argv], capture_output=True, text=True, check=check)
 
 
-def create(hosts: list[str]) -> None:
-    """The host containers, as molecule makes the sandbox's (molecule/default/molecule.yml)."""
+def create(hosts: list[str], connection: str, key: Path) -> None:
+    """The host containers, as molecule makes the sandbox's (molecule/default/molecule.yml); for ssh, with sshd and
+    the run's public key."""
     if docker("network", "inspect", NETWORK, check=False).returncode != 0:
         docker("network", "create", "--subnet", SUBNET, NETWORK)
+    image = HOST_IMAGE
+    if connection == "ssh":
+        image = SSH_IMAGE
+        docker("build", "-q", "-t", SSH_IMAGE, "-f", str(ROOT / "tests" / "fleet" / "Dockerfile.ssh-host"),
+               str(ROOT / "tests" / "fleet"))
+        if not key.exists():
+            key.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     for index, host in enumerate(hosts):
         docker("run", "-d", "--name", host, "--hostname", host, "--network", NETWORK, "--ip", address(index),
                "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN", "--security-opt", "seccomp=unconfined",
                "--security-opt", "apparmor=unconfined", "--cgroupns", "host", "--tmpfs", "/run",
                "--tmpfs", "/run/lock", "--tmpfs", "/tmp", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-               "-v", "/var/lib/docker", HOST_IMAGE, "/sbin/init")
+               "-v", "/var/lib/docker", image, "/sbin/init")
+        if connection == "ssh":
+            subprocess.run(["docker", "exec", "-i", host, "sh", "-c", "cat > /root/.ssh/authorized_keys && "
+                            "chmod 0600 /root/.ssh/authorized_keys"], input=key.with_suffix(".pub").read_text(),
+                           text=True, check=True, capture_output=True)
 
 
 def destroy(hosts: list[str]) -> None:
@@ -64,17 +81,22 @@ def destroy(hosts: list[str]) -> None:
         docker("rm", "-f", "-v", host, check=False)
 
 
-def inventory(hosts: list[str], out: Path) -> Path:
+def inventory(hosts: list[str], out: Path, connection: str, key: Path) -> Path:
     """The fleet's inventory: what a user of a CPU fleet would write, plus the sandbox's container limits."""
+    reach: dict[str, Any] = {"ansible_connection": "community.docker.docker"}
+    if connection == "ssh":
+        reach = {"ansible_connection": "ssh", "ansible_user": "root", "ansible_ssh_private_key_file": str(key),
+                 "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"}
     data = {"all": {
-        "vars": {"ansible_connection": "community.docker.docker", "dask_images_build_host": "localhost",
+        "vars": {**reach, "dask_images_build_host": "localhost",
                  "dask_image_profile": "cpu", "dask_images_distribution": "cluster-registry",
                  "dask_controller_dir": str(out / "artifacts"), "dask_notebook_enabled": False,
                  # Host containers cannot raise their open-files limit above the machine's (see molecule.yml).
                  "dask_container_nofile": 16384, "dask_worker_nthreads": 1, "dask_worker_rolling_batch": "25%",
                  "docker_engine_daemon_config": {"storage-driver": "overlay2"}},
-        "children": {"dask_scheduler": {"hosts": {hosts[0]: {}}},
-                     "dask_cpu_workers": {"hosts": {host: {} for host in hosts[1:]}}}}}
+        "children": {"dask_scheduler": {"hosts": {hosts[0]: {"ansible_host": address(0)}}},
+                     "dask_cpu_workers": {"hosts": {host: {"ansible_host": address(index)}
+                                                    for index, host in enumerate(hosts) if index}}}}}
     out.mkdir(parents=True, exist_ok=True)
     path = out / "hosts.yml"
     path.write_text(yaml.safe_dump(data, sort_keys=False, explicit_start=True))
@@ -101,17 +123,18 @@ def run_step(step: str, inv: Path, out: Path) -> dict[str, Any]:
             "failed": sum(int(row[3]) + int(row[4]) for row in recap)}
 
 
-def bench(count: int, steps: list[str], out: Path, keep: bool) -> list[dict[str, Any]]:
+def bench(count: int, steps: list[str], out: Path, keep: bool, connection: str) -> list[dict[str, Any]]:
     hosts = names(count)
     destroy(hosts)
     started = time.monotonic()
-    create(hosts)
-    print(f"[fleet] N={count}: {count} hosts started in {time.monotonic() - started:.1f} s", flush=True)
-    inv = inventory(hosts, out / f"n{count}")
+    key = out / "ssh" / "id_ed25519"
+    create(hosts, connection, key)
+    print(f"[fleet] N={count}: {count} hosts started ({connection}) in {time.monotonic() - started:.1f} s", flush=True)
+    inv = inventory(hosts, out / f"n{count}", connection, key)
     rows = []
     try:
         for step in steps:
-            row = {"hosts": count, **run_step(step, inv, out / f"n{count}")}
+            row = {"hosts": count, "connection": connection, **run_step(step, inv, out / f"n{count}")}
             row["controller_cpu_per_host_s"] = round(row["controller_cpu_s"] / count, 3)
             rows.append(row)
             with (out / "fleet.jsonl").open("a") as sink:
@@ -133,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", default=",".join(STEPS), help=f"steps in order, from {', '.join(STEPS)}")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "fleet")
     parser.add_argument("--keep", action="store_true", help="leave the last N's hosts running")
+    parser.add_argument("--connection", choices=("ssh", "docker"), default="ssh",
+                        help="how Ansible reaches the hosts: ssh (sshd in each host, as on servers) or docker exec")
     args = parser.parse_args(argv)
     steps = [step for step in args.steps.split(",") if step]
     unknown = sorted(set(steps) - set(STEPS))
@@ -145,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     failed = False
     for count in counts:
-        rows = bench(count, steps, args.out, args.keep and count == counts[-1])
+        rows = bench(count, steps, args.out, args.keep and count == counts[-1], args.connection)
         failed |= any(row["rc"] != 0 for row in rows)
     return 1 if failed else 0
 

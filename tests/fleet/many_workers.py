@@ -68,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bundle", type=Path, required=True, help="the cluster's client/env.sh")
     parser.add_argument("--workers", type=int, default=500)
     parser.add_argument("--processes", type=int, default=4)
-    parser.add_argument("--listen", default="", help="address the workers listen on (one the scheduler reaches)")
+    parser.add_argument("--listen", default="10.232.0.1",
+                        help="address the workers listen on, one the scheduler reaches (default: this machine on the "
+                        "fleet network)")
     parser.add_argument("--scheduler-host", default="fleet-sched")
     parser.add_argument("--scheduler-container", default="dask-scheduler")
     parser.add_argument("--timeout", type=float, default=600)

@@ -65,14 +65,8 @@ class Report:
         unit = "GPU" if self.backend == "cupy" else "memory"
         print(f"Scheduler {self.scheduler}: {len(self.workers)} workers, backend {self.backend}", file=out)
         print(self.note(), file=out)
-        header = ("host", "worker", "GPU", "UUID", f"{unit} sum GB/s", f"{unit} copy GB/s")
-        rows = [header]
-        for address, info in sorted(self.workers.items(), key=lambda item: (item[1].get("hostname", ""), item[0])):
-            gpu = info.get("gpu", {})
-            bandwidth = info.get("bandwidth", {})
-            rows.append((info.get("hostname", "?"), str(info.get("name", address)), gpu.get("name", "-"),
-                         gpu.get("uuid", "-"), _gbps(bandwidth.get("sum_gbps")), _gbps(bandwidth.get("copy_gbps"))))
-        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        rows = self.per_host_rows(unit) if len(self.workers) > PER_WORKER_ROWS else self.per_worker_rows(unit)
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         for row in rows:
             print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip(), file=out)
         totals = self.cluster_bandwidth()
@@ -95,6 +89,34 @@ class Report:
         for finding in self.findings:
             print(finding.line(), file=out)
         print("PASS" if self.ok else f"FAILED: {len(self.findings)} check(s)", file=out)
+
+
+    def per_worker_rows(self, unit: str) -> list[tuple[str, ...]]:
+        rows: list[tuple[str, ...]] = [("host", "worker", "GPU", "UUID", f"{unit} sum GB/s", f"{unit} copy GB/s")]
+        for address, info in sorted(self.workers.items(), key=lambda item: (item[1].get("hostname", ""), item[0])):
+            gpu = info.get("gpu", {})
+            bandwidth = info.get("bandwidth", {})
+            rows.append((info.get("hostname", "?"), str(info.get("name", address)), gpu.get("name", "-"),
+                         gpu.get("uuid", "-"), _gbps(bandwidth.get("sum_gbps")), _gbps(bandwidth.get("copy_gbps"))))
+        return rows
+
+    def per_host_rows(self, unit: str) -> list[tuple[str, ...]]:
+        """A line per host (the JSON keeps every worker): its workers, GPUs, and the sum and slowest worker."""
+        hosts: dict[str, list[dict[str, Any]]] = {}
+        for info in self.workers.values():
+            hosts.setdefault(str(info.get("hostname", "?")), []).append(info)
+        rows: list[tuple[str, ...]] = [("host", "workers", "GPUs", f"{unit} sum GB/s", f"slowest worker {unit} sum GB/s")]
+        for host, infos in sorted(hosts.items()):
+            sums = [info.get("bandwidth", {}).get("sum_gbps") for info in infos]
+            measured = [value for value in sums if value is not None]
+            gpus = sum(1 for info in infos if info.get("gpu", {}).get("uuid"))
+            rows.append((host, str(len(infos)), str(gpus), _gbps(sum(measured) if measured else None),
+                         _gbps(min(measured) if measured else None)))
+        return rows
+
+
+# More workers than this: the table has a line per host (the JSON report keeps every worker).
+PER_WORKER_ROWS = 32
 
 
 def _gbps(value: float | None) -> str:
