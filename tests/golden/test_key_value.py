@@ -81,9 +81,11 @@ def test_key_value_strings_render_what_typed_values_render(tmp_path: Path) -> No
     typed_file = tmp_path / "typed.json"
     typed_file.write_text(json.dumps(values))
     controller = tmp_path / "artifacts"
-    typed = render(tmp_path / "typed", controller, ["-e", f"@{typed_file}"])
+    # The full profile: dask_worker_cudf_spill (turned on here) needs cuDF in the images.
+    full = ["-e", "dask_image_profile=full"]
+    typed = render(tmp_path / "typed", controller, ["-e", f"@{typed_file}", *full])
     strings = render(tmp_path / "strings", controller,
-                     [arg for name, value in values.items() for arg in ("-e", f"{name}={key_value(value)}")])
+                     [arg for name, value in values.items() for arg in ("-e", f"{name}={key_value(value)}")] + full)
     kinds: dict[str, int] = {}
     for name in values:
         kind = specs()[name].get("type")

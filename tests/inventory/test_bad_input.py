@@ -86,6 +86,8 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]] = [
     ("cpu profile for a GPU worker host", {"dask_scheduler": {"s1": {}},
                                            "dask_cuda_workers": {"g1": {"dask_worker_allow_cpu": True}}},
      {"dask_image_profile": "cpu"}, ["host g1: is in dask_cuda_workers, but dask_image_profile=cpu has no dask-cuda"]),
+    ("cuDF spilling without cuDF", GOOD, {"dask_worker_cudf_spill": "true", "dask_image_profile": "lean"},
+     ["host c1: dask_worker_cudf_spill=true needs cuDF in the images, which dask_image_profile=lean does not have"]),
     ("cpu profile with UCX", GOOD, {"dask_image_profile": "cpu", "dask_transport": "tls-ucx"},
      ["dask_transport=tls-ucx needs UCX (distributed-ucxx), which dask_image_profile=cpu does not have"]),
     ("extra package that would change Dask", GOOD, {"dask_images_extra_packages": "xgboost,dask<2020"},

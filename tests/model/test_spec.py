@@ -163,3 +163,18 @@ def test_roll_steps_run_as_a_client_of_the_scheduler_image_with_its_tls(builder:
     assert spec["image"] == "dask-gpu-scheduler:t" and spec["gpus"] == "" and spec["read_only"] is True
     assert spec["env"]["DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT"] == "/etc/dask/tls/host.crt"
     assert "/etc/dask/tls:/etc/dask/tls:ro" in spec["volumes"]
+
+
+def test_cudf_spilling_turns_on_the_worker_flag_and_cuda_spill_for_the_scheduler_and_clients(
+        builder: ModuleType) -> None:
+    spilling = {**CLUSTER, "cudf_spill": True}
+    worker = builder.worker_spec(spilling, GPU_HOST, SETTINGS)
+    assert "--enable-cudf-spill" in worker["argv"]
+    assert builder.scheduler_spec(spilling, {"bind_address": "10.0.0.1"}, SETTINGS)["env"]["CUDF_SPILL"] == "on"
+    assert builder.client_spec(spilling, GPU_HOST, SETTINGS, "verify", "v.json")["env"]["CUDF_SPILL"] == "on"
+    # Off (the default): neither the flag nor the variable.
+    assert "--enable-cudf-spill" not in builder.worker_spec(CLUSTER, GPU_HOST, SETTINGS)["argv"]
+    assert "CUDF_SPILL" not in builder.scheduler_spec(CLUSTER, {"bind_address": "10.0.0.1"}, SETTINGS)["env"]
+    # A CPU worker has no cuDF spill manager to turn on.
+    cpu = builder.worker_spec(spilling, {**GPU_HOST, "worker_mode": "cpu", "worker_nthreads": 2}, SETTINGS)
+    assert "--enable-cudf-spill" not in cpu["argv"]

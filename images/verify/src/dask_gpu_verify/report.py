@@ -105,7 +105,8 @@ class Report:
         hosts: dict[str, list[dict[str, Any]]] = {}
         for info in self.workers.values():
             hosts.setdefault(str(info.get("hostname", "?")), []).append(info)
-        rows: list[tuple[str, ...]] = [("host", "workers", "GPUs", f"{unit} sum GB/s", f"slowest worker {unit} sum GB/s")]
+        rows: list[tuple[str, ...]] = [
+            ("host", "workers", "GPUs", f"{unit} sum GB/s", f"slowest worker {unit} sum GB/s")]
         for host, infos in sorted(hosts.items()):
             sums = [info.get("bandwidth", {}).get("sum_gbps") for info in infos]
             measured = [value for value in sums if value is not None]

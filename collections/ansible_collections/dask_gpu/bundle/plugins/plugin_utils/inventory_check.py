@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import checks, model, settings
@@ -37,7 +38,7 @@ def _facts(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def inventory_check(hostvars: Mapping[str, Any], groups: Mapping[str, Any], specs: Mapping[str, Any],
-                    defaults: Mapping[str, Any], pins: list[str]) -> dict[str, Any]:
+                    defaults: Mapping[str, Any]) -> dict[str, Any]:
     """{hosts, workers, problems, not_checked}: `defaults` are the roles' defaults as the controller resolves them
     (a host's inventory and extra vars win over them)."""
     all_groups = _groups(groups)
@@ -58,6 +59,8 @@ def inventory_check(hostvars: Mapping[str, Any], groups: Mapping[str, Any], spec
     scheduler = group(all_groups, "dask_scheduler")
     first = scheduler[0] if scheduler and scheduler[0] in typed else next(iter(typed), "")
     cluster = model.cluster_model(typed[first], hosts, all_groups, "inventory") if first else {}
+    repo = Path(str(typed[first].get("dask_repo_dir") or ".")) if first else Path()
+    pins = sorted(path.name for path in (repo / "images" / "pins").glob("*.txt"))
     problems: list[str] = []
     for index, host in enumerate(hosts):
         problems += checks.problems({

@@ -320,6 +320,8 @@ def cluster_model(settings: Mapping[str, Any], hosts: Mapping[str, Mapping[str, 
         "paths": {**cluster_paths(settings),
                   "controller": settings["dask_controller_dir"], "repo": settings["dask_repo_dir"],
                   "container": dict(CONTAINER_PATHS)},
+        # cuDF spilling on the GPU workers (and CUDF_SPILL=on wherever their frames are read): one decision.
+        "cudf_spill": settings.get("dask_worker_cudf_spill") is True,
         "uid": int(settings["dask_container_uid"]),
         "gid": int(settings["dask_container_gid"]),
     }

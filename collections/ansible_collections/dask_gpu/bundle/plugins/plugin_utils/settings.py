@@ -9,7 +9,6 @@ on the problems before any host changes.
 from __future__ import annotations
 
 import copy
-
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,9 +30,15 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.options import (
 Specs = Mapping[str, Mapping[str, Any]]
 
 
-# libyaml's loader when PyYAML has it (14 x faster here: the specs are read on every host of every task that needs
-# them, which was about a third of check.yml's controller time per host).
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# libyaml's safe loader when PyYAML has it (14 x faster here: the specs are read on every host of every task that
+# needs them, which was about a third of check.yml's controller time per host).
+def _load(text: str) -> Any:
+    try:
+        return yaml.load(text, Loader=yaml.CSafeLoader)
+    except AttributeError:  # PyYAML without libyaml
+        return yaml.safe_load(text)
+
+
 _SPECS: dict[tuple[str, tuple[tuple[str, int], ...]], dict[str, Any]] = {}
 
 
@@ -46,7 +51,7 @@ def role_specs(roles_dir: str) -> dict[str, Any]:
     if key not in _SPECS:
         found: dict[str, Any] = {}
         for path in paths:
-            entries = (yaml.load(path.read_text(), Loader=_LOADER) or {}).get("argument_specs") or {}
+            entries = (_load(path.read_text()) or {}).get("argument_specs") or {}
             found[path.parent.parent.name] = (entries.get("main") or {}).get("options") or {}
         _SPECS.clear()
         _SPECS[key] = found

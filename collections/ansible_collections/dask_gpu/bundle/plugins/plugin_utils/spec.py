@@ -81,9 +81,15 @@ def tls_files(cluster: dict[str, Any]) -> dict[str, str]:
     return {"ca": f"{tls}/ca.crt", "cert": f"{tls}/host.crt", "key": f"{tls}/host.key"}
 
 
+def spill_env(cluster: dict[str, Any]) -> dict[str, str]:
+    """cuDF spilling on the workers (dask_worker_cudf_spill): the scheduler and every client read their frames, and
+    cuDF needs its spill manager for that ("cannot create SpillableBufferOwner without a global spill manager")."""
+    return {"CUDF_SPILL": "on"} if cluster.get("cudf_spill") else {}
+
+
 def client_env(cluster: dict[str, Any]) -> dict[str, str]:
     """What a client needs in its environment to reach the cluster (TLS from the host's own material)."""
-    env = {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(bool(cluster["tls"]))}
+    env = {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(bool(cluster["tls"])), **spill_env(cluster)}
     if cluster["tls"]:
         files = tls_files(cluster)
         env.update({"DASK_DISTRIBUTED__COMM__TLS__CA_FILE": files["ca"],
@@ -135,7 +141,7 @@ def scheduler_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict
                             settings.get("dask_scheduler_extra_args") or [], cluster.get("scheduler_ucx_port")),
         # The root filesystem is read-only: CuPy, imported when graphs are unpickled, caches in /tmp.
         env={"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(bool(cluster["tls"])), "CUPY_CACHE_DIR": "/tmp/cupy",
-             "DASK_HEALTH_URL": cluster["scheduler_urls"]["health"], **ucx_env(cluster, host)},
+             "DASK_HEALTH_URL": cluster["scheduler_urls"]["health"], **ucx_env(cluster, host), **spill_env(cluster)},
         read_only=True, tmpfs=["/tmp"], stop_timeout=int(settings["dask_scheduler_stop_timeout"]),
         ulimits=open_files(settings))
     return spec
@@ -167,7 +173,7 @@ def worker_argv(gpu: bool, scheduler: str, *, host: str | None, name: str | None
                 memory_limit: str | None, local_dir: str, death_timeout: int, http_port: int,
                 port_range: str = "", tls: dict[str, str] | None = None, device_memory_limit: str | None = None,
                 rmm_pool_size: str = "", rmm_for_cupy: bool = False, extra: list[str] | None = None,
-                http_bind: str = "127.0.0.1") -> list[str]:
+                http_bind: str = "127.0.0.1", cudf_spill: bool = False) -> list[str]:
     """`dask cuda worker` (one Dask worker per GPU) or a one-process `dask worker`; None leaves an option out.
 
     The workers' HTTP servers listen on http_bind; beyond loopback (monitoring) they serve /metrics and /health
@@ -193,6 +199,8 @@ def worker_argv(gpu: bool, scheduler: str, *, host: str | None, name: str | None
             argv += ["--rmm-pool-size", str(rmm_pool_size)]
         if rmm_for_cupy:
             argv += ["--set-rmm-allocator-for-libs", "cupy"]
+        if cudf_spill:
+            argv += ["--enable-cudf-spill"]
         argv = ["dask", "cuda", "worker"] + argv
     else:
         argv = ["dask", "worker"] + argv + ["--nworkers", "1"]
@@ -216,6 +224,7 @@ def worker_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
         device_memory_limit=str(settings["dask_worker_device_memory_limit"]),
         rmm_pool_size=str(settings.get("dask_worker_rmm_pool_size") or ""),
         rmm_for_cupy=bool(settings.get("dask_worker_rmm_for_cupy")), extra=settings.get("dask_worker_extra_args"),
+        cudf_spill=bool(cluster.get("cudf_spill")),
         http_bind=http_bind)
     env = {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(tls),
            "DASK_HEALTH_URL": f"http://{http_bind}:{http_port}/health", **ucx_env(cluster, host)}
