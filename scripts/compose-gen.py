@@ -2,8 +2,8 @@
 """Write the command lines and GPU requests of compose.yaml and compose.cpu.yaml from the spec builder
 (plugin_utils/spec.py of the collection in collections/), the one place where the scheduler, worker and client
 command lines and the containers' GPU requests are made; and compose.cdi.yaml, which is compose.yaml with the GPUs
-requested as CDI devices (a whole file rather than an override: compose would add an override's GPU requests to
-compose.yaml's).
+requested as CDI devices (a whole file, which also works after compose.yaml: its device lists carry !override, so
+compose replaces compose.yaml's GPU requests instead of adding to them).
 
     scripts/compose-gen.py           rewrite each block between "# BEGIN generated: NAME" and "# END generated",
                                      and compose.cdi.yaml
@@ -34,6 +34,7 @@ CDI_HEADER = """\
 #   docker compose -f compose.cdi.yaml up -d --wait               every GPU (nvidia.com/gpu=all)
 #   DASK_GPUS=1 docker compose -f compose.cdi.yaml up -d --wait   one GPU, by index or UUID (a CDI name has no commas)
 #   docker compose -f compose.cdi.yaml run --rm verify
+# Also right after compose.yaml (-f compose.yaml -f compose.cdi.yaml): its GPU requests replace compose.yaml's.
 """
 # A block's first line, as written or as rendered (with "(scripts/compose-gen.py, ...)" after the name).
 BLOCK = re.compile(r"^(?P<indent>[ ]*)# BEGIN generated: (?P<name>[a-z-]+)(?: [(][^\n]*)?\n.*?^[ ]*# END generated\n",
@@ -84,7 +85,9 @@ def commands() -> dict[str, Block]:
 def cdi_variant(compose: str, made: dict[str, Block]) -> str:
     """compose.cdi.yaml: compose.yaml (as rendered) under its own header, its GPU requests as CDI devices."""
     body = compose[compose.index("---\n"):].replace("# BEGIN generated: gpus ", "# BEGIN generated: cdi-gpus ")
-    return render(CDI_HEADER + body, made)
+    # !override: given after compose.yaml (-f compose.yaml -f compose.cdi.yaml), its CDI requests replace compose.yaml's
+    # instead of being added to them (both drivers asked: `up` fails without NVIDIA's runtime; found on an H100).
+    return render(CDI_HEADER + body, made).replace("          devices:\n", "          devices: !override\n")
 
 
 def yaml_lines(key: str, value: Any, indent: str) -> list[str]:

@@ -77,6 +77,9 @@ def test_the_cdi_variant_asks_for_cdi_devices_and_nothing_of_the_nvidia_runtime(
         assert devices == [{"capabilities": ["gpu"], "driver": "cdi", "device_ids": ["nvidia.com/gpu=all"]}]
     for devices in gpu_requests("compose.cdi.yaml", gpus="1").values():
         assert devices == [{"capabilities": ["gpu"], "driver": "cdi", "device_ids": ["nvidia.com/gpu=1"]}]
+    # Given after compose.yaml, its CDI requests replace compose.yaml's (an H100 run failed when both were asked).
+    for devices in gpu_requests("compose.yaml", "compose.cdi.yaml").values():
+        assert devices == [{"capabilities": ["gpu"], "driver": "cdi", "device_ids": ["nvidia.com/gpu=all"]}]
     for devices in gpu_requests("compose.yaml", gpus="0,2").values():
         assert devices == [{"capabilities": ["gpu"], "driver": "nvidia", "device_ids": ["0,2"]}]
 

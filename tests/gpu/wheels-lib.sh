@@ -22,6 +22,6 @@ download_wheels() {
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 \
     --abi abi3 --abi none --platform manylinux2014_x86_64 "${platforms[@]}" --platform any -d "$dest" "$@" \
     2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
-  count=$(find "$dest" -name '*.whl' | wc -l)
+  count=$(find "$dest" -type f -name '*.whl' | wc -l)
   [ "$count" -eq "$#" ] || { echo "expected $# wheels in $dest, found $count" >&2; return 1; }
 }

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Build what tests/gpu/gpu-proof-compose.sh carries to a lent GPU machine (one device call, 59.6 MB with the tree):
+#   .dockerbin/docker-trixie.tar.xz   Debian trixie's docker.io (dockerd, docker-proxy), docker-cli, containerd (containerd,
+#                                     containerd-shim-runc-v2), runc, tini (tini-static as docker-init), docker-compose
+#                                     (the CLI plugin), iptables with libxtables/libnftnl/libmnl/libip4tc/libip6tc and the
+#                                     xtables extensions; bin/, iptables/{sbin,lib,xtables}/, VERSIONS. 45.9 MB with
+#                                     `xz -9e --lzma2=dict=256MiB` (about 3 minutes on 2 cores). tests/gpu/gpu-proof-containers.sh
+#                                     reads the same file (bin/ holds everything it needs).
+#   .whl/                             the dask wheels the stand-in image needs (CPython 3.12, manylinux x86_64), as pinned by
+#                                     images/pins/rapids-26.10-cuda13.txt; 14 wheels, 14 MB.
+# The .deb files come through this machine's own apt configuration: its Debian source entries with the suite changed to
+# trixie, in a list used for this download alone (the machine's apt state is untouched).
+#   tests/gpu/carry-compose.sh            (NO_PACK=1: stage the binaries in /var/tmp/carry-compose/stage, skip xz)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+tmp=/var/tmp/carry-compose
+rm -rf "$tmp"; mkdir -p "$tmp/parts" "$tmp/lists/partial" "$tmp/debs" "$tmp/x" "$tmp/stage/bin" \
+  "$tmp/stage/iptables/sbin" "$tmp/stage/iptables/lib" "$tmp/stage/iptables/xtables"
+for p in /.whl/ /.dockerbin/; do grep -qx "$p" .git/info/exclude 2>/dev/null || echo "$p" >> .git/info/exclude; done
+
+src=/etc/apt/sources.list.d/debian.sources
+[ -f "$src" ] || { echo "carry-compose: no $src (deb822 Debian sources) to derive a trixie list from" >&2; exit 1; }
+sed -e 's/bookworm-updates//; s/bookworm-security/trixie-security/; s/bookworm/trixie/' "$src" > "$tmp/parts/trixie.sources"
+apt_o=(-o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$tmp/parts" -o "Dir::State::Lists=$tmp/lists")
+apt-get "${apt_o[@]}" update >/dev/null
+pkgs=(docker.io docker-cli containerd runc tini docker-compose iptables libxtables12 libnftnl11 libmnl0 libip4tc2 libip6tc2)
+(cd "$tmp/debs" && apt-get "${apt_o[@]}" download "${pkgs[@]}" 2>&1 | grep -v -e '^Get:' -e 'unsandboxed' || true)
+for f in "$tmp"/debs/*.deb; do dpkg -x "$f" "$tmp/x"; done
+x=$tmp/x/usr s=$tmp/stage
+cp "$x/bin/docker" "$x/sbin/dockerd" "$x/bin/containerd" "$x/bin/containerd-shim-runc-v2" "$x/sbin/runc" "$x/sbin/docker-proxy" "$s/bin/"
+cp "$x/bin/tini-static" "$s/bin/docker-init"
+cp "$x/libexec/docker/cli-plugins/docker-compose" "$s/bin/"
+cp "$x/sbin/xtables-nft-multi" "$x/sbin/xtables-legacy-multi" "$s/iptables/sbin/"
+cp -a "$x"/lib/x86_64-linux-gnu/lib{xtables,nftnl,mnl,ip4tc,ip6tc}.so* "$s/iptables/lib/"
+cp "$x"/lib/x86_64-linux-gnu/xtables/lib{xt,ipt}_*.so "$s/iptables/xtables/"
+for p in "${pkgs[@]:0:10}"; do dpkg-deb -f "$tmp"/debs/"${p}"_*.deb Package Version | paste -sd' '; done > "$s/VERSIONS"
+cat "$s/VERSIONS"
+if [ "${NO_PACK:-0}" != 1 ]; then
+  mkdir -p .dockerbin
+  tar -C "$s" -cf - . | xz -9e --lzma2=dict=256MiB -T1 > .dockerbin/docker-trixie.tar.xz
+  ls -l .dockerbin/docker-trixie.tar.xz
+fi
+
+# shellcheck source=tests/gpu/wheels-lib.sh
+. tests/gpu/wheels-lib.sh
+rm -rf .whl; mkdir -p .whl
+mapfile -t specs < <(pinned_specs images/pins/rapids-26.10-cuda13.txt dask distributed dask-cuda rapids-dask-dependency \
+  tornado zict tblib partd locket nvtx bokeh xyzservices pyyaml packaging)
+# wheels-lib.sh counts with `find DEST -name '*.whl'`, which also matches the folder .whl itself: count files here
+download_wheels .whl "${specs[@]}" || [ "$(find .whl -type f -name '*.whl' | wc -l)" -eq "${#specs[@]}" ]
+du -cb .dockerbin .whl 2>/dev/null | tail -1
