@@ -14,7 +14,8 @@
 # 24 B per input row, 128 B per row of a side in all, all of it live at the end of the merge (inputs and result kept).
 #   big:     ROWS 960 M in 32 partitions of 30 M: left 15.4 GB + right 15.4 GB + result 92.2 GB (3.84 G rows)
 #            = 122.9 GB (114.4 GiB), 1.44 x the GPU. cuDF spills on demand (an RMM allocation that fails), so the
-#            device fills to ~78 GiB and at least ~37 GiB lives in host memory (more while tasks run). The worker's
+#            device fills up and at least ~37 GiB lives in host memory (measured on an H100: 64 GB spilled after the
+#            merge, worker RSS 65 GB, the machine's used memory at most 69 GB; results/spill-h100). The worker's
 #            host limit of 100 GiB pauses it at 80 GiB of process memory (distributed's default 0.8) and the nanny
 #            ends it at 95 GiB: both well above this and below the 125 GiB the machine has. Nothing goes to disk
 #            (cuDF spills to host memory only). The tasks shuffle's pieces (left + right again, 30.7 GB) are
@@ -30,7 +31,7 @@
 # script may take: a run that would not fit is skipped and says so. OUT gets runs.jsonl (one JSON line a run),
 # trace.csv (time,label,phase,GPU used bytes,host used bytes every 0.2 s), console.log, logs.txt (server log tails).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 3
 out="${OUT:-/tmp/gpu-spill}"; mkdir -p "$out"
 exec > >(tee -a "$out/console.log") 2>&1
 budget="${BUDGET:-540}" rows="${ROWS:-960000000}" parts="${PARTITIONS:-32}"
