@@ -105,6 +105,13 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]] = [
     ("firewall opening the scheduler port to everyone", GOOD,
      {"dask_firewall_enabled": True, "dask_firewall_open_ports": [22, 8786]},
      ["dask_firewall_open_ports (22, 8786)", "dask_scheduler_port (8786)"]),
+    ("own image reference that is malformed", GOOD, {"dask_images_worker_image": "Team Image:latest"},
+     ["dask_images_worker_image", "Team Image:latest", "image reference"]),
+    ("own scheduler image without a worker image", GOOD, {"dask_images_scheduler_image": "team/dask:1"},
+     ["dask_images_scheduler_image is set without dask_images_worker_image"]),
+    ("own image with packages for the bundle's build", GOOD,
+     {"dask_images_worker_image": "team/dask:1", "dask_images_extra_packages": ["six"]},
+     ["with dask_images_worker_image set, build your packages into your image"]),
 ]
 
 

@@ -40,9 +40,9 @@ def ephemeral_dir() -> Path:
     return Path(found[-1])
 
 
-def bundle() -> dict[str, str]:
-    """The DASK_* variables of the client bundle (artifacts/client/env.sh)."""
-    text = (ephemeral_dir() / "artifacts" / "client" / "env.sh").read_text()
+def bundle(artifacts: str = "artifacts") -> dict[str, str]:
+    """The DASK_* variables of a cluster's client bundle (<artifacts>/client/env.sh; dask's by default)."""
+    text = (ephemeral_dir() / artifacts / "client" / "env.sh").read_text()
     pairs = (line.removeprefix("export ").split("=", 1) for line in text.splitlines() if line.startswith("export "))
     return dict(pairs)
 
@@ -166,3 +166,32 @@ def tls_exchange(cert: tuple[str, str] | None) -> str:
         return "kept open"
     except (ssl.SSLError, ConnectionError) as exc:
         return f"{type(exc).__name__}: {exc}"
+
+
+# A client's first connection: warnings are errors, versions checked, one task computed (tests/sandbox/clients).
+LOCK_CLIENT = """
+import warnings
+warnings.simplefilter("error")
+from distributed import Client
+with Client(timeout=60) as client:
+    versions = client.get_versions(check=True)
+    print("client", versions["client"]["packages"]["dask"], versions["client"]["packages"]["python"])
+    print("scheduler", versions["scheduler"]["packages"]["dask"], versions["scheduler"]["packages"]["python"])
+    print("sum", client.submit(sum, [1, 2, 3]).result())
+"""
+
+
+def lock_client(artifacts: str, venv: Path) -> tuple[subprocess.CompletedProcess[str], str, float]:
+    """A client environment made from a cluster's lock (scripts/client-env.sh over <artifacts>/client) that connects
+    with `Client()` and the bundle's environment: the run of LOCK_CLIENT, client-env.sh's first line, its seconds."""
+    client_dir = ephemeral_dir() / artifacts / "client"
+    started = time.monotonic()
+    made = subprocess.run(["bash", str(ROOT / "scripts" / "client-env.sh"), str(client_dir), str(venv)],
+                          capture_output=True, text=True, timeout=900)
+    assert made.returncode == 0, made.stdout[-2000:] + made.stderr[-2000:]
+    seconds = time.monotonic() - started
+    env = {key: value for key, value in os.environ.items() if not key.startswith("DASK_")}
+    env.update(bundle(artifacts))
+    run = subprocess.run([str(venv / "bin" / "python"), "-c", LOCK_CLIENT], capture_output=True, text=True, env=env,
+                         timeout=180)
+    return run, made.stdout.splitlines()[0], seconds

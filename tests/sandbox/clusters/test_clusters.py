@@ -4,7 +4,10 @@ already holds a file. A second cluster that claims what the first holds is refus
 both, and so is an ephemeral job that takes dask's name. Blue is an ephemeral job's cluster (scripts/job.sh
 --ephemeral blue): it deploys, its job computes on it and holds; meanwhile both clusters verify and an outsider
 reaches neither; released, the job ends and blue is torn down while a workload runs on dask: dask keeps answering
-(its units never restart, its firewall table stays), the user's file survives and the job's reports stay."""
+(its units never restart, its firewall table stays), the user's file survives and the job's reports stay.
+Blue runs the user's own image (dask_images_worker_image: tests/images/own, built unlike the bundle's: another base,
+user and path), inspected before any host changes and sent by archive; a client made from blue's lock (the image's
+own packages) connects with no version warning."""
 from __future__ import annotations
 
 import json
@@ -20,18 +23,18 @@ import pytest
 SIDE_EFFECT = f"@{live.ROOT / 'molecule' / 'default' / 'vars' / 'side-effect.yml'}"
 HOSTS = (live.SCHEDULER, *live.WORKERS)
 USER_DATA = "/srv/team-data"  # a folder of the user's, on every worker host, given to blue as dask_data_dir
+OWN_IMAGE = "dask-own-test:own"  # tests/images/own/build.sh
 
 
 def blue_vars() -> dict[str, Any]:
-    """Cluster blue: its own name, ports, controller folder and data folder; the images dask's registry already put
-    on every host (your-registry distribution, pointing at it); no monitoring (Prometheus runs once per host); its
-    own JupyterLab port (the inventory turns JupyterLab on, and blue's images are dask's)."""
-    registry = f"{live.address(live.SCHEDULER)}:5000"
+    """Cluster blue: its own name, ports, controller folder and data folder; the user's own image (OWN_IMAGE, built
+    on the controller, the build host) sent to every host by archive; no monitoring (Prometheus runs once per host);
+    no JupyterLab (the own image has none; the inventory turns it on for dask)."""
     return {"dask_cluster_name": "blue", "dask_scheduler_port": 9786, "dask_dashboard_port": 9787,
             "dask_worker_http_port": 9790, "dask_data_dir": USER_DATA,
             "dask_controller_dir": str(live.ephemeral_dir() / "artifacts-blue"),
-            "dask_images_distribution": "registry", "dask_images_registry": registry,
-            "dask_monitoring_enabled": False, "dask_notebook_port": 9888}
+            "dask_images_worker_image": OWN_IMAGE, "dask_images_distribution": "archive",
+            "dask_monitoring_enabled": False, "dask_notebook_enabled": False}
 
 
 def blue(*args: str, extra: dict[str, Any] | None = None, timeout: float = 1800) -> Any:
@@ -108,6 +111,10 @@ def job_marker(name: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory: Any) -> Any:
+    built = subprocess.run(["bash", str(live.ROOT / "tests" / "images" / "own" / "build.sh"), "own"],
+                           capture_output=True, text=True, timeout=1200)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-3000:]
+    print("[clusters] " + built.stdout.strip())
     for host in live.WORKERS:
         live.on_host(host, "mkdir", "-p", USER_DATA)
         live.on_host(host, "sh", "-c", f"echo 'kept by the user' > {USER_DATA}/results.csv")
@@ -156,6 +163,19 @@ def test_each_cluster_verifies(deployed: dict[str, Any]) -> None:
         passed = [line.strip() for line in run.stdout.splitlines() if "verification passed" in line]
         assert passed, run.stdout[-2000:]
         print(f"[clusters] {name}: {passed[0][:160]}")
+
+
+def test_a_client_made_from_the_lock_of_blues_own_image_connects_cleanly(deployed: dict[str, Any],
+                                                                         tmp_path: Any) -> None:
+    lock = (live.ephemeral_dir() / "artifacts-blue" / "client" / "requirements.lock").read_text()
+    assert OWN_IMAGE in lock.splitlines()[0] and "\ndistributed==" in lock and "dask-cuda" not in lock, lock[:600]
+    run, made, seconds = live.lock_client("artifacts-blue", tmp_path / "venv")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    assert "sum 6" in run.stdout and "Mismatch" not in run.stderr, run.stderr[-2000:]
+    lines = dict(line.split(" ", 1) for line in run.stdout.splitlines())
+    assert lines["client"] == lines["scheduler"], run.stdout
+    print(f"[clusters] blue ({OWN_IMAGE}): lock-made client in {seconds:.0f} s ({made}); "
+          + run.stdout.strip().replace("\n", "; "))
 
 
 def test_an_outsider_reaches_neither_cluster(deployed: dict[str, Any]) -> None:

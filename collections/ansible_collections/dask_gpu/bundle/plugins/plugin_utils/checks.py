@@ -178,18 +178,6 @@ class Checker:
             self.add(f"dask_dashboard_bind={bind} exposes the dashboard, which has no authentication (anyone who "
                      "reaches it sees the cluster's tasks and logs), beyond this host. Keep 127.0.0.1 and use an SSH "
                      "tunnel, or set dask_dashboard_exposed_ack: true to accept that.")
-        profile = self.get("dask_image_profile")
-        if self.get("dask_worker_cudf_spill") is True and profile in ("lean", "cpu") and self.is_worker:
-            self.add(f"dask_worker_cudf_spill=true needs cuDF in the images, which dask_image_profile={profile} does "
-                     "not have. Use dask_image_profile: full, or leave dask_worker_cudf_spill false.")
-        if profile == "cpu":
-            if self.is_cuda:
-                self.add("is in dask_cuda_workers, but dask_image_profile=cpu has no dask-cuda and no CUDA library "
-                         "(its workers could not start `dask cuda worker`). Use dask_image_profile: lean or full, or "
-                         "move the host to dask_cpu_workers.")
-            if transport in ("ucx", "tls-ucx"):
-                self.add(f"dask_transport={transport} needs UCX (distributed-ucxx), which dask_image_profile=cpu does "
-                         "not have. Use dask_transport: tls, or dask_image_profile: lean or full.")
         self.check_extra_args()
 
     def check_extra_args(self) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import extras
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import extras, own_image
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
     CheckInput,
     ClusterInput,
@@ -81,13 +81,18 @@ def host(inp: HostInput) -> dict[str, Any]:
 def version_change(inp: ClusterInput, wanted: dict[str, str]) -> dict[str, Any] | None:
     """The member hosts whose record says they last ran other Dask, distributed or dask-cuda versions than this run
     deploys (None when there is none): such a change must not roll host by host (docs/upgrades.md)."""
-    ran = {host: dict((inp.hosts.get(host) or {}).get("deployed", {}).get("versions") or {}) for host in inp.members}
+    return changed_versions(inp.hosts, inp.members, wanted, inp.settings.get("dask_upgrade_restart_all_ack") is True)
+
+
+def changed_versions(hosts: Mapping[str, Any], members: list[str], wanted: Mapping[str, str],
+                     restart_all: bool) -> dict[str, Any] | None:
+    """version_change's finding from the hosts' models (their records), the members and the wanted versions."""
+    ran = {host: dict((hosts.get(host) or {}).get("deployed", {}).get("versions") or {}) for host in members}
     changed = {host: versions for host, versions in ran.items() if versions and wanted and versions != wanted}
     if not changed:
         return None
     first = changed[sorted(changed)[0]]
-    return {"hosts": sorted(changed), "from": first, "to": wanted,
-            "restart_all": inp.settings.get("dask_upgrade_restart_all_ack") is True}
+    return {"hosts": sorted(changed), "from": first, "to": dict(wanted), "restart_all": restart_all}
 
 
 def registry_model(inp: ClusterInput) -> dict[str, Any] | None:
@@ -107,18 +112,25 @@ def registry_model(inp: ClusterInput) -> dict[str, Any] | None:
 
 
 def cluster(inp: ClusterInput) -> dict[str, Any]:
+    """The images' tag, references and distribution. Your own images (own_image.py) get the bundle's names with an
+    own-<hash> tag on the build host (archive, cluster-registry), or are pulled by every host as given (registry);
+    their Dask versions are known once the inspection ran (roles/dask/tasks/own_image.yml)."""
     settings = inp.settings
-    tag = "{}-cuda{}-{}-{}".format(settings["dask_rapids_release"], settings["dask_cuda_major"],
-                                   settings["dask_image_profile"], inp.image_hash)
+    own = own_image.references(settings)
+    tag = own_image.tag(own) if own else "{}-cuda{}-{}-{}".format(
+        settings["dask_rapids_release"], settings["dask_cuda_major"], settings["dask_image_profile"], inp.image_hash)
     registry = registry_model(inp)
     chosen = distribution(settings, inp.groups)
     prefix = (str(settings["dask_images_registry"]) + "/" if chosen == "registry"
               else f"{registry['address']}/" if registry else "")
+    refs = {target: f"{prefix}dask-gpu-{target}:{tag}" for target in TARGETS}
+    if own and chosen == "registry":
+        refs = dict(own)
     pins = pins_file(settings)
-    wanted = versions(pins)
+    wanted = {} if own else versions(pins)
     return {"images": {
         "tag": tag, "repositories": {target: f"{prefix}dask-gpu-{target}" for target in TARGETS},
-        "scheduler": f"{prefix}dask-gpu-scheduler:{tag}", "worker": f"{prefix}dask-gpu-worker:{tag}",
+        "scheduler": refs["scheduler"], "worker": refs["worker"], "own": own,
         "distribution": chosen, "distribution_setting": str(settings.get("dask_images_distribution") or "auto"),
         "registry": registry,
         "build_args": {"BASE_IMAGE": settings["dask_base_image"], "RAPIDS_RELEASE": settings["dask_rapids_release"],
@@ -141,20 +153,46 @@ def _shown(versions: dict[str, Any]) -> str:
     return ", ".join(f"{name} {versions.get(name, '?')}" for name in VERSIONED)
 
 
-def checks(inp: CheckInput) -> list[str]:
-    change = inp.cluster.get("images", {}).get("version_change")
-    problems: list[str] = []
-    if change and not change.get("restart_all"):
-        problems.append(
-            f"inventory: hosts {', '.join(change['hosts'])} run {_shown(change['from'])}; this run deploys "
+def version_change_problems(change: Mapping[str, Any] | None) -> list[str]:
+    """The refusal of a version change that is not acknowledged (none when there is no change)."""
+    if not change or change.get("restart_all"):
+        return []
+    return [f"inventory: hosts {', '.join(change['hosts'])} run {_shown(change['from'])}; this run deploys "
             f"{_shown(change['to'])}. A rolling restart would mix versions, which Dask does not support. Deploy the "
             "new versions as a second cluster beside this one (another dask_cluster_name; move the clients, then "
             "tear this one down: blue/green, docs/upgrades.md), or set dask_upgrade_restart_all_ack: true to "
-            "restart the scheduler and every worker at once (running work and the data in worker memory are lost).")
+            "restart the scheduler and every worker at once (running work and the data in worker memory are lost)."]
+
+
+def profile_problems(inp: CheckInput) -> list[str]:
+    """What the chosen profile cannot run: cuDF spilling without cuDF, GPU workers or UCX with the cpu profile. With
+    your own images the profile builds nothing: their inspection says what they lack (own_image.py)."""
+    profile = None if inp.get(own_image.WORKER_SETTING) else inp.get("dask_image_profile")
+    problems = []
+    if inp.get("dask_worker_cudf_spill") is True and profile in ("lean", "cpu") and inp.is_worker:
+        problems.append(f"dask_worker_cudf_spill=true needs cuDF in the images, which dask_image_profile={profile} "
+                        "does not have. Use dask_image_profile: full, or leave dask_worker_cudf_spill false.")
+    if profile != "cpu":
+        return problems
+    if inp.host in (inp.groups.get("dask_cuda_workers") or []):
+        problems.append("is in dask_cuda_workers, but dask_image_profile=cpu has no dask-cuda and no CUDA library "
+                        "(its workers could not start `dask cuda worker`). Use dask_image_profile: lean or full, or "
+                        "move the host to dask_cpu_workers.")
+    transport = inp.get("dask_transport")
+    if transport in ("ucx", "tls-ucx"):
+        problems.append(f"dask_transport={transport} needs UCX (distributed-ucxx), which dask_image_profile=cpu does "
+                        "not have. Use dask_transport: tls, or dask_image_profile: lean or full.")
+    return problems
+
+
+def checks(inp: CheckInput) -> list[str]:
+    problems = version_change_problems(inp.cluster.get("images", {}).get("version_change")) + profile_problems(inp)
     if inp.is_scheduler:  # cluster-wide settings, read on the controller: named once
         problems += extras.problems({name: inp.get(name) for name in EXTRA_SETTINGS}, _pins_text(inp))
+        own = {name: inp.get(name) for name in (own_image.SCHEDULER_SETTING, own_image.WORKER_SETTING)}
+        problems += own_image.setting_problems(own, any(inp.get(name) for name in EXTRA_SETTINGS))
     chosen = inp.cluster.get("images", {}).get("distribution") or inp.get("dask_images_distribution")
-    if chosen == "registry" and inp.get("dask_images_registry") == "":
+    if chosen == "registry" and inp.get("dask_images_registry") == "" and not inp.get(own_image.WORKER_SETTING):
         return problems + ["dask_images_distribution=registry needs dask_images_registry (host:port[/path])"]
     if chosen != "cluster-registry":
         return problems

@@ -1,0 +1,90 @@
+"""Your own images (dask_images_worker_image, dask_images_scheduler_image): playbooks/check.yml pulls them on the
+build host and runs the probe in each as the units would (its entrypoint, the containers' uid, no network) before
+any host changes. An image built unlike the bundle's (tests/images/own: another base, user and path) passes; one
+that lacks dask_gpu_verify, one whose user is root, a scheduler image with another distributed and a reference
+that cannot be pulled are refused, each named with its variable. The hosts are this machine through a local
+connection (check.yml reads facts and asserts); the images and the probes are real containers of this Docker."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from dockerutil import ROOT
+
+LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, "ansible_become": False}
+GROUPS = {"dask_scheduler": {"hosts": {"s1": {}}}, "dask_cpu_workers": {"hosts": {"c1": {}}}}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def own_images() -> None:
+    built = subprocess.run(["bash", str(ROOT / "tests" / "images" / "own" / "build.sh")], capture_output=True,
+                           text=True, timeout=1200)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-3000:]
+    print("\n" + built.stdout.strip())
+
+
+def check(tmp_path: Path, **variables: Any) -> subprocess.CompletedProcess[str]:
+    inventory = {"all": {"vars": {**LOCAL, "dask_notebook_enabled": False, **variables}, "children": GROUPS}}
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+               ANSIBLE_DISPLAY_FAILED_STDERR="0")
+    return subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(path),
+                           str(ROOT / "playbooks" / "check.yml")], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=600)
+
+
+def said(run: subprocess.CompletedProcess[str]) -> str:
+    """The run's output with its line breaks and the wrapping of long messages folded to single spaces."""
+    return " ".join((run.stdout + run.stderr).replace("\\n", " ").split())
+
+
+def test_an_image_built_unlike_ours_passes_and_no_probe_container_is_left(tmp_path: Path) -> None:
+    run = check(tmp_path, dask_images_worker_image="dask-own-test:own")
+    assert run.returncode == 0, run.stdout[-4000:]
+    assert re.search(r"s1\s+: ok=\d+\s+changed=0", run.stdout), run.stdout[-2000:]
+    assert "The probe runs in each own image" in run.stdout
+    left = subprocess.run(["docker", "ps", "-a", "--filter", "name=dask-lock-probe", "-q"], capture_output=True,
+                          text=True, check=True).stdout.split()
+    assert left == [], left
+    print("[own-image] dask-own-test:own (another base, user analyst uid 2000, /srv/pyenv, no entrypoint) passes")
+
+
+def test_what_an_image_lacks_is_named_with_its_variable(tmp_path: Path) -> None:
+    run = check(tmp_path, dask_images_worker_image="dask-own-test:lacking",
+                dask_images_scheduler_image="dask-own-test:rooted")
+    output = said(run)
+    assert run.returncode != 0, output[-3000:]
+    for text in ("dask_images_worker_image=dask-own-test:lacking (worker image, inspected on localhost): lacks "
+                 "dask_gpu_verify, needed by the bundle's verify, benchmark and job clients",
+                 "dask_images_scheduler_image=dask-own-test:rooted (scheduler image, inspected on localhost): the "
+                 "image's user is root (USER root)", "dask_container_root_ack"):
+        assert text in output, output[-4000:]
+    named = re.findall(r"dask_images_\w+=dask-own-test:\w+ \([^)]*\): [^.,;]*", output)
+    print("[own-image] refused: " + "; ".join(dict.fromkeys(named))[:600])
+
+
+def test_a_scheduler_image_with_another_distributed_is_refused(tmp_path: Path) -> None:
+    run = check(tmp_path, dask_images_worker_image="dask-own-test:own",
+                dask_images_scheduler_image="dask-own-test:other-dask")
+    output = said(run)
+    assert run.returncode != 0, output[-3000:]
+    found = re.search(r"carry other versions: distributed 2026\.7\.0 \(scheduler\) vs [0-9.]+ \(worker\)", output)
+    assert found, output[-4000:]
+    print(f"[own-image] refused: {found.group(0)}")
+
+
+def test_an_image_that_cannot_be_pulled_is_named(tmp_path: Path) -> None:
+    ref = "127.0.0.1:9/nobody/dask:none"
+    run = check(tmp_path, dask_images_worker_image=ref)
+    output = said(run)
+    assert run.returncode != 0, output[-3000:]
+    assert f"dask_images_worker_image or dask_images_scheduler_image: {ref} cannot be pulled on localhost" in output, \
+        output[-3000:]
+    print(f"[own-image] refused: {ref} cannot be pulled")
