@@ -19,11 +19,14 @@ def load(outs: list[Path]) -> dict[str, dict[str, Any]]:
 
 
 def workloads(report: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """Seconds and transfer MiB/s per workload, all workers: our scaling workloads and local_cupy's."""
+    """Seconds and transfer MiB/s per workload, all workers: our scaling workloads and dask-cuda's benchmarks
+    (reports before the data frames name them local_cupy)."""
     found = {f"{row['workload']} (all workers)": {"s": row["all"]["seconds"], "mib": row["all"]["transfer_mib_per_s"]}
              for row in report["scaling"]}
-    found.update({f"local_cupy {row['operation']}": {"s": row["seconds"], "mib": row["transfer_mib_per_s"]}
-                  for row in report["local_cupy"] if "seconds" in row})
+    for row in report.get("dask_cuda", report.get("local_cupy", [])):
+        if "seconds" in row:
+            found[f"{row.get('benchmark', 'local_cupy')} {row['operation']}"] = {"s": row["seconds"],
+                                                                                 "mib": row["transfer_mib_per_s"]}
     return found
 
 

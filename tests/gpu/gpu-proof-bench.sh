@@ -11,6 +11,9 @@
 #   bundle-tcp        the units with TLS off (what TLS costs)
 #   bundle-ucx        dask_transport ucx (UCX, TLS off: the firewall's job on real hosts), RMM pool
 #   bundle-tls-ucx    dask_transport tls-ucx (clients mutual TLS, scheduler and workers UCX), RMM pool
+#   bundle-tls-ucx-1gpu  the same with dask_worker_gpus: ["0"] (one GPU of the same machine, same run)
+# dask-gpu-bench runs dask-cuda's local_cudf_merge and local_cudf_shuffle too where cuDF is installed (carried:
+# PYTHONPATH=/tmp/site after tests/gpu/gpu-proof-multi.sh installed RAPIDS there on the same warm machine).
 #   OUT=/tmp/proof CERTS_DIR=.gpucerts CONFIGS="bundle-tls bare-tcp" tests/gpu/gpu-proof-bench.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,6 +23,10 @@ configs="${CONFIGS:-bundle-tls bundle-tls-ucx bundle-ucx bare-tcp bundle-tls-1gp
 runs="${RUNS:-3}"
 . tests/gpu/python-env.sh
 export ANSIBLE_NOCOLOR=1
+# Without an `ip` binary (some lent machines) Ansible's network facts are empty and the model's check refuses
+# dask_cluster_address 127.0.0.1; without fact gathering that check is skipped and the rendered files are the same
+# (tests/gpu/gpu-proof-containers.sh).
+command -v ip >/dev/null || export ANSIBLE_GATHERING=explicit
 nvidia-smi --query-gpu=index,uuid,name,memory.total,driver_version --format=csv,noheader | tee "$out/gpus.csv"
 nvidia-smi topo -m > "$out/topo.txt" 2>&1 || true
 install -d -m 0750 /etc/dask/tls /var/lib/dask /var/lib/dask-reports
@@ -63,6 +70,7 @@ extra_for() {  # the inventory variables of a bundle configuration
     bundle-tls-rmm-1gpu) echo '{"dask_worker_gpus": ["0"], "dask_worker_rmm_pool_size": "0.5", "dask_worker_rmm_for_cupy": true}' ;;
     bundle-ucx) echo '{"dask_transport": "ucx", "dask_tls_disabled_ack": true, "dask_firewall_enabled": true, "dask_worker_rmm_pool_size": "0.5"}' ;;
     bundle-tls-ucx) echo '{"dask_transport": "tls-ucx", "dask_firewall_enabled": true, "dask_worker_rmm_pool_size": "0.5"}' ;;
+    bundle-tls-ucx-1gpu) echo '{"dask_worker_gpus": ["0"], "dask_transport": "tls-ucx", "dask_firewall_enabled": true, "dask_worker_rmm_pool_size": "0.5"}' ;;
   esac
 }
 

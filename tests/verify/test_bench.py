@@ -43,7 +43,7 @@ def test_cpu_cluster_benchmark_reports_every_section(cluster: LocalDask, tmp_pat
     assert rows["transpose_sum"]["one"]["transferred_gib"] == 0
     assert all(row["ratio"] > 0 for row in rows.values())
     assert report["overhead"]["tasks_per_s"] > 0 and report["overhead"]["round_trip_ms"] > 0
-    assert report["local_cupy"] == []  # a GPU-only benchmark
+    assert report["dask_cuda"] == []  # GPU-only benchmarks
     markdown = (tmp_path / "bench.md").read_text()
     assert "Time to ready after the last deploy: 7.5 s" in markdown and "| transpose_sum | yes |" in markdown
     assert f"Workers: 2 registered, 2 expected (per host: {socket.gethostname()} 2); 2 benchmarked." in markdown
@@ -94,8 +94,48 @@ def test_report_names_workers_left_out() -> None:
               "workers": {"w0": {"name": "gpu-a-0", "host": "10.0.0.2", "gpu": {"name": "NVIDIA H200"}}},
               "expected": {"workers": 2, "per_host": {"gpu-a": 1, "gpu-b": 1}, "registered": 2, "wait_seconds": 1.0},
               "left_out": {"w1": {"name": "gpu-b-0", "host": "10.0.0.3", "reason": "no usable GPU: no CUDA device"}},
-              "baselines": {}, "scaling": [], "local_cupy": [],
+              "baselines": {}, "scaling": [], "dask_cuda": [],
               "overhead": {"tasks": 1, "tasks_per_s": 1.0, "round_trip_ms": 1.0}}
     markdown = bench_report.markdown(report)
     assert "Workers: 2 registered, 2 expected (per host: gpu-a 1, gpu-b 1); 1 benchmarked." in markdown
     assert "**Not benchmarked**: worker gpu-b-0 on 10.0.0.3: no usable GPU: no CUDA device." in markdown
+
+
+def test_report_shows_dask_cuda_rows_measured_skipped_and_failed() -> None:
+    measured = {"benchmark": "local_cupy", "operation": "dot", "size": "40000 / 10000", "command": "-m x",
+                "seconds": 0.25, "throughput_gbps": 51.2, "transfer_mib_per_s": 80000.0, "transferred_gib": 12.5}
+    skipped = {"benchmark": "local_cudf_merge", "operation": "merge", "size": "8 x 8 chunks of 50 M rows",
+               "command": "-m y", "skipped": "cuDF is not installed in this client"}
+    failed = {"benchmark": "local_cudf_shuffle", "operation": "shuffle", "size": "64 x 64 MiB", "command": "-m z",
+              "error": ["MemoryError: out of device memory"]}
+    report = {"label": "", "scheduler": "tls://x:8786", "backend": "cupy", "when": "now", "versions": {},
+              "workers": {}, "expected": {"workers": 1, "per_host": {}, "registered": 1, "wait_seconds": 1.0},
+              "left_out": {}, "baselines": {}, "scaling": [], "dask_cuda": [measured, skipped, failed],
+              "overhead": {"tasks": 1, "tasks_per_s": 1.0, "round_trip_ms": 1.0}}
+    markdown = bench_report.markdown(report)
+    assert "| local_cupy dot | 40000 / 10000 | 0.250 | 51.2 | 80,000 (12.50) | `-m x` |" in markdown
+    assert ("| local_cudf_merge merge | 8 x 8 chunks of 50 M rows | skipped: cuDF is not installed in this client "
+            "| | | `-m y` |") in markdown
+    assert "| local_cudf_shuffle shuffle | 64 x 64 MiB | failed: MemoryError: out of device memory |" in markdown
+
+
+class _Workers:
+    """client.run's answer per worker to 'is cuDF importable here?'."""
+
+    def __init__(self, found: dict[str, bool]) -> None:
+        self.found = found
+
+    def run(self, function: object) -> dict[str, bool]:
+        return dict(self.found)
+
+
+def test_data_frame_benchmarks_name_where_cudf_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "cudf" else real(name))
+    assert bench.cudf_missing(_Workers({"tcp://a:1": True})) == "cuDF is not installed in this client"
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if name == "cudf" else real(name))
+    assert bench.cudf_missing(_Workers({"tcp://a:1": True, "tcp://b:1": True})) is None
+    assert bench.cudf_missing(_Workers({"tcp://a:1": True, "tcp://b:1": False})) == (
+        "cuDF is not installed on 1 worker(s): tcp://b:1")

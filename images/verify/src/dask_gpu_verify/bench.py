@@ -4,14 +4,17 @@
 
 Per worker: device-to-device copy and fp64 sum (GB/s), fp64 and fp32 matmul (TFLOP/s), run inside the worker
 process. Through the scheduler: two workloads on one worker and on all of them (transpose_sum moves blocks
-between workers, gram does not), dask-cuda's own local_cupy benchmark (GPU clusters), and the scheduler's
-no-op task rate and round-trip latency. Writes PREFIX.json, PREFIX.md and PREFIX.html (a bar chart).
+between workers, gram does not), dask-cuda's own benchmarks (GPU clusters: local_cupy's transpose_sum and dot;
+local_cudf_merge and local_cudf_shuffle where cuDF is installed in the client and on every worker, else said
+skipped), and the scheduler's no-op task rate and round-trip latency. Writes PREFIX.json, PREFIX.md and
+PREFIX.html (a bar chart).
 Exit status: 0 benchmarked, 1 the expected workers (in all, or on a host) did not register in time or there is
 nothing to benchmark (no GPU worker and no --allow-cpu), 2 the scheduler could not be reached; no report then.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -28,11 +31,20 @@ from dask_gpu_verify.session import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
 # Sizes per backend: the GPU ones give each task tens of ms and one GPU seconds of work (facts.md).
 SIZES: dict[str, dict[str, Any]] = {
     "cupy": {"bandwidth_mib": 2048, "noop_tasks": 5000, "matmul_n": 8192,
-             "transpose_sum": (40000, 10000), "gram": (65536, 8192),
-             "local_cupy": {"transpose_sum": (40000, 10000), "dot": (20000, 5000)}},
+             "transpose_sum": (40000, 10000), "gram": (65536, 8192)},
     "numpy": {"bandwidth_mib": 128, "noop_tasks": 1000, "matmul_n": 512,
-              "transpose_sum": (2000, 500), "gram": (2048, 512), "local_cupy": {}},
+              "transpose_sum": (2000, 500), "gram": (2048, 512)},
 }
+# dask-cuda's benchmarks through the cluster (GPU clusters): (benchmark, operation, options, size, needs cuDF).
+# The merge joins 8 x 8 chunks of 50 M rows (12.8 GB processed), the shuffle 64 partitions of 64 MiB.
+DASK_CUDA: list[tuple[str, str, list[str], str, bool]] = [
+    ("local_cupy", "transpose_sum", ["--operation", "transpose_sum", "-s", "40000", "-c", "10000"], "40000 / 10000",
+     False),
+    ("local_cupy", "dot", ["--operation", "dot", "-s", "40000", "-c", "10000"], "40000 / 10000", False),
+    ("local_cudf_merge", "merge", ["-c", "50000000", "--base-chunks", "8", "--other-chunks", "8"],
+     "8 x 8 chunks of 50 M rows", True),
+    ("local_cudf_shuffle", "shuffle", ["--partition-size", "64MiB", "--in-parts", "64"], "64 x 64 MiB", True),
+]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -51,7 +63,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, default=3, help="timed runs per workload, after one warm-up (default 3)")
     p.add_argument("--label", default="", help="what this configuration is (shown in the report)")
     p.add_argument("--ready-seconds", type=float, default=None, help="time to ready of the last deploy, to report")
-    p.add_argument("--no-local-cupy", action="store_true", help="skip dask-cuda's local_cupy benchmark")
+    p.add_argument("--no-dask-cuda", "--no-local-cupy", dest="no_dask_cuda", action="store_true",
+                   help="skip dask-cuda's own benchmarks (local_cupy, local_cudf_merge, local_cudf_shuffle)")
     p.add_argument("--out", type=Path, required=True, help="write OUT.json, OUT.md and OUT.html")
     return p
 
@@ -130,19 +143,34 @@ def scaling(client: Any, targets: list[str], backend: str, runs: int) -> list[di
     return rows
 
 
-def local_cupy(client: Any, scheduler: str, runs: int, folder: Path) -> list[dict[str, Any]]:
-    """dask-cuda's own benchmark against this cluster (never with EXPECTED_NUM_WORKERS: it would shut the
-    cluster down on a timeout; --disable-rmm: measure the workers' own allocator settings)."""
+def cudf_missing(client: Any) -> str | None:
+    """Why dask-cuda's data-frame benchmarks cannot run here (cuDF absent in this client or on a worker), or None."""
+    if importlib.util.find_spec("cudf") is None:
+        return "cuDF is not installed in this client"
+    found: dict[str, bool] = client.run(lambda: importlib.util.find_spec("cudf") is not None)
+    lacking = sorted(address for address, present in found.items() if not present)
+    return f"cuDF is not installed on {len(lacking)} worker(s): {', '.join(lacking)}" if lacking else None
+
+
+def dask_cuda_benchmarks(client: Any, scheduler: str, runs: int, folder: Path) -> list[dict[str, Any]]:
+    """dask-cuda's own benchmarks against this cluster (never with EXPECTED_NUM_WORKERS: it would shut the
+    cluster down on a timeout; --disable-rmm: measure the workers' own allocator settings; the data frames
+    shuffle by tasks, as distributed's p2p is a trap for cuDF)."""
     rows = []
-    for operation, (size, chunk) in SIZES["cupy"]["local_cupy"].items():
-        base = folder / operation
-        argv = [sys.executable, "-m", "dask_cuda.benchmarks.local_cupy", "--scheduler-address", scheduler,
-                "--operation", operation, "-s", str(size), "-c", str(chunk), "--runs", str(runs),
-                "--disable-rmm", "--output-basename", str(base)]
+    without_cudf = cudf_missing(client)
+    for benchmark, operation, options, size, frames in DASK_CUDA:
+        base = folder / f"{benchmark}-{operation}"
+        argv = [sys.executable, "-m", f"dask_cuda.benchmarks.{benchmark}", "--scheduler-address", scheduler,
+                *options, "--runs", str(runs), "--disable-rmm", "--output-basename", str(base)]
+        row: dict[str, Any] = {"benchmark": benchmark, "operation": operation, "size": size,
+                               "command": " ".join(argv[1:-2])}
+        if frames and without_cudf:
+            rows.append({**row, "skipped": without_cudf})
+            continue
         env = {k: v for k, v in os.environ.items() if k != "EXPECTED_NUM_WORKERS"}
+        env["DASK_DATAFRAME__SHUFFLE__METHOD"] = "tasks"
         since = time.time()
         run = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1800, check=False)
-        row: dict[str, Any] = {"operation": operation, "size": size, "chunk": chunk, "command": " ".join(argv[1:])}
         if run.returncode != 0:
             row["error"] = (run.stderr or run.stdout).strip().splitlines()[-1:] or [f"exit {run.returncode}"]
             rows.append(row)
@@ -219,11 +247,11 @@ def run(client: Any, args: argparse.Namespace) -> dict[str, Any]:
     }
     report["baselines"] = baselines(client, targets, backend)
     report["scaling"] = scaling(client, targets, backend, args.runs)
-    if backend == "cupy" and not args.no_local_cupy:
+    if backend == "cupy" and not args.no_dask_cuda:
         with tempfile.TemporaryDirectory() as folder:
-            report["local_cupy"] = local_cupy(client, scheduler, args.runs, Path(folder))
+            report["dask_cuda"] = dask_cuda_benchmarks(client, scheduler, args.runs, Path(folder))
     else:
-        report["local_cupy"] = []
+        report["dask_cuda"] = []
     report["overhead"] = overhead(client, SIZES[backend]["noop_tasks"])
     return report
 

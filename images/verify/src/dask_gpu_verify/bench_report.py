@@ -74,18 +74,19 @@ def markdown(report: dict[str, Any]) -> str:
                      f"{fmt(one['throughput'])} {row['unit']} | {fmt(every['throughput'])} {row['unit']} | "
                      f"{row['ratio']:.2f} | {100 * row['efficiency']:.0f} % | {versus} | "
                      f"{fmt(every['transfer_mib_per_s'], 0)} ({fmt(every['transferred_gib'], 2)}) |")
-    if report["local_cupy"]:
-        lines += ["", "## dask-cuda `local_cupy` through this cluster", "",
-                  "| operation | size / chunk | median s | throughput GB/s | transfers MiB/s (GiB) | command |",
+    if report["dask_cuda"]:
+        lines += ["", "## dask-cuda's own benchmarks through this cluster", "",
+                  "| benchmark | size | median s | throughput GB/s | transfers MiB/s (GiB) | command |",
                   "| --- | --- | --- | --- | --- | --- |"]
-        for row in report["local_cupy"]:
-            if "error" in row:
-                lines.append(f"| {row['operation']} | {row['size']} / {row['chunk']} | failed: "
-                             f"{' '.join(row['error'])[:120]} | | | `{row['command']}` |")
+        for row in report["dask_cuda"]:
+            name = f"{row['benchmark']} {row['operation']}"
+            if "skipped" in row or "error" in row:
+                why = f"skipped: {row['skipped']}" if "skipped" in row else f"failed: {' '.join(row['error'])[:120]}"
+                lines.append(f"| {name} | {row['size']} | {why} | | | `{row['command']}` |")
                 continue
-            lines.append(f"| {row['operation']} | {row['size']} / {row['chunk']} | {fmt(row['seconds'], 3)} | "
-                         f"{fmt(row['throughput_gbps'], 1)} | {fmt(row['transfer_mib_per_s'], 0)} "
-                         f"({fmt(row['transferred_gib'], 2)}) | `{row['command']}` |")
+            lines.append(f"| {name} | {row['size']} | {fmt(row['seconds'], 3)} | {fmt(row['throughput_gbps'], 1)} | "
+                         f"{fmt(row['transfer_mib_per_s'], 0)} ({fmt(row['transferred_gib'], 2)}) | "
+                         f"`{row['command']}` |")
     o = report["overhead"]
     lines += ["", "## Scheduler", "", "| no-op tasks per second | round trip (submit to result) |", "| --- | --- |",
               f"| {fmt(o['tasks_per_s'], 0)} ({o['tasks']} tasks) | {fmt(o['round_trip_ms'], 2)} ms |", ""]
