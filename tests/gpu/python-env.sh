@@ -17,5 +17,9 @@ for entry in dask-gpu-verify=cli dask-gpu-healthcheck=health dask-gpu-bench=benc
     "${entry#*=}" > "/tmp/verify-bin/${entry%%=*}"
   chmod 0755 "/tmp/verify-bin/${entry%%=*}"
 done
+# The units' scripts run `dask scheduler` and `dask cuda worker`: `dask` as `python3 -m dask`, the carried Dask
+# whatever console script the install left (on a lent 4 x H200 `setsid dask` found none: "No such file").
+printf '#!/bin/sh\nexec python3 -m dask "$@"\n' > /tmp/verify-bin/dask
+chmod 0755 /tmp/verify-bin/dask
 export PATH=/tmp/verify-bin:$PATH
 export PYTHONUNBUFFERED=1

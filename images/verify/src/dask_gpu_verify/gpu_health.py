@@ -79,6 +79,13 @@ class NVML:
             raise RuntimeError(f"nvmlDeviceGetIndex({uuid}) failed")
         return index
 
+    def at_pci_bus_id(self, bus_id: str) -> ctypes.c_void_p:
+        """The GPU at a PCI bus id as NVML writes it ("00000000:09:00.0")."""
+        handle = ctypes.c_void_p()
+        self._check(self._call("nvmlDeviceGetHandleByPciBusId_v2", bus_id.encode(), ctypes.byref(handle)),
+                    f"nvmlDeviceGetHandleByPciBusId_v2({bus_id})")
+        return handle
+
     def text(self, name: str, handle: ctypes.c_void_p) -> str | None:
         buffer = ctypes.create_string_buffer(96)
         if self._call(name, handle, buffer, ctypes.c_uint(96)) != SUCCESS:
@@ -168,6 +175,15 @@ def read_device(device: str, library: str = "libnvidia-ml.so.1") -> dict[str, An
     except (OSError, RuntimeError) as error:
         return {"error": f"NVML could not be read: {error}"}
     return {**gpu, "health": judge(gpu)}
+
+
+def uuid_at(bus_id: str, library: str = "libnvidia-ml.so.1") -> str | None:
+    """The UUID of the GPU at a PCI bus id, None when NVML cannot say."""
+    try:
+        nvml = NVML(library)
+        return nvml.text("nvmlDeviceGetUUID", nvml.at_pci_bus_id(bus_id))
+    except (OSError, RuntimeError):
+        return None
 
 
 def judge(gpu: dict[str, Any], expected_nvlinks: int | None = None) -> dict[str, Any]:

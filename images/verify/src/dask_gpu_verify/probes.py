@@ -43,6 +43,19 @@ def _format_uuid(raw: bytes) -> str:
     return f"GPU-{text[0:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:32]}"
 
 
+def device_uuid(props: dict[str, Any]) -> str:
+    """The UUID of the GPU whose CUDA properties these are. CuPy hands CUDA's 16 UUID bytes over as a C string, so
+    a zero byte cuts them short (a GPU of a lent 4 x H200, GPU-007a355d-..., came back as no bytes at all): then
+    NVML names the GPU at the device's PCI address."""
+    raw = bytes(props["uuid"])
+    if len(raw) == 16:
+        return _format_uuid(raw)
+    from . import gpu_health
+
+    bus_id = f"{int(props.get('pciDomainID', 0)):08x}:{int(props['pciBusID']):02x}:{int(props['pciDeviceID']):02x}.0"
+    return gpu_health.uuid_at(bus_id) or f"GPU-unread-at-{bus_id}"
+
+
 def gpu_info() -> dict[str, Any]:
     """What the calling process computes on: device 0 of its CUDA_VISIBLE_DEVICES."""
     info: dict[str, Any] = {
@@ -62,7 +75,7 @@ def gpu_info() -> dict[str, Any]:
             return info
         props = cupy.cuda.runtime.getDeviceProperties(0)
         info.update(
-            uuid=_format_uuid(bytes(props["uuid"])),
+            uuid=device_uuid(props),
             name=props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
             memory_bytes=int(props["totalGlobalMem"]),
             compute_capability=f"{props['major']}.{props['minor']}",
