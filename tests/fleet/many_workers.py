@@ -4,6 +4,10 @@ registration under a handshake storm, and the verification at that count.
     tests/fleet/many_workers.py --bundle ARTIFACTS/client/env.sh --workers 500 --processes 4
         [--scheduler-host fleet-sched] [--verify] [--out reports/fleet/many-workers.json]
 
+Run it with a Python made from the cluster's lock (scripts/client-env.sh, plus images/verify installed without
+dependencies): the verification compares every worker's packages with the scheduler's, and load workers from
+another environment are rightly flagged.
+
 The workers are real distributed.Worker objects (one thread each, no dashboard) started all at once in a few
 processes on the controller, each with its own TLS connection, heartbeats and task stream: a load generator that is
 cheap in memory (one interpreter holds many workers), so several hundred fit on one machine. The scheduler is the
@@ -42,11 +46,11 @@ def security(env: dict[str, str]) -> Security:
                     tls_worker_key=env["DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY"], require_encryption=True)
 
 
-def serve(env: dict[str, str], first: int, count: int, listen: str, stop: Any) -> None:
+def serve(env: dict[str, str], first: int, count: int, listen: str, memory_limit: str, stop: Any) -> None:
     """One process: `count` workers started concurrently, kept until `stop` is set."""
     async def run() -> None:
         workers = [Worker(env["DASK_SCHEDULER_ADDRESS"], nthreads=1, name=f"load-{first + index}",
-                          security=security(env), dashboard=False, memory_limit="256MiB", host=listen,
+                          security=security(env), dashboard=False, memory_limit=memory_limit, host=listen,
                           local_directory=f"/tmp/many-workers-{os.getpid()}") for index in range(count)]
         await asyncio.gather(*(worker.start() for worker in workers))
         while not stop.is_set():
@@ -74,7 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scheduler-host", default="fleet-sched")
     parser.add_argument("--scheduler-container", default="dask-scheduler")
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--memory-limit", default="1GiB",
+                        help="each load worker's memory limit (default 1GiB: a limit, not memory taken; under the "
+                        "verification's probe size the workers pause and its probes never finish)")
     parser.add_argument("--verify", action="store_true", help="run dask-gpu-verify against all of them")
+    parser.add_argument("--bandwidth-mib", type=int, default=16,
+                        help="the verification's per-worker bandwidth probe size (default 16 MiB)")
     parser.add_argument("--out", type=Path, default=Path("reports/fleet/many-workers.json"))
     args = parser.parse_args(argv)
     env = bundle(args.bundle)
@@ -86,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     share = [args.workers // args.processes + (index < args.workers % args.processes)
              for index in range(args.processes)]
     started = time.monotonic()
-    procs = [multiprocessing.Process(target=serve, args=(env, sum(share[:index]), count, args.listen, stop))
+    procs = [multiprocessing.Process(target=serve,
+                                     args=(env, sum(share[:index]), count, args.listen, args.memory_limit, stop))
              for index, count in enumerate(share)]
     for proc in procs:
         proc.start()
@@ -113,10 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.verify:
         started = time.monotonic()
         run = subprocess.run([str(Path(sys.executable).parent / "dask-gpu-verify"), "--expect-workers", str(target),
-                              "--allow-cpu", "--json", str(args.out.with_suffix(".verify.json"))],
+                              "--allow-cpu", "--bandwidth-mib", str(args.bandwidth_mib),
+                              "--json", str(args.out.with_suffix(".verify.json"))],
                              env={**os.environ, **env}, capture_output=True, text=True, check=False)
         result["verify"] = {"rc": run.returncode, "seconds": round(time.monotonic() - started, 1),
-                            "output_lines": len(run.stdout.splitlines()), "tail": run.stdout.splitlines()[-6:]}
+                            "output_lines": len(run.stdout.splitlines()), "tail": run.stdout.splitlines()[-6:],
+                            "stderr_tail": run.stderr.splitlines()[-6:]}
     stop.set()
     for proc in procs:
         proc.join(60)
