@@ -29,12 +29,13 @@ OWN_IMAGE = "dask-own-test:own"  # tests/images/own/build.sh
 def blue_vars() -> dict[str, Any]:
     """Cluster blue: its own name, ports, controller folder and data folder; the user's own image (OWN_IMAGE, built
     on the controller, the build host) sent to every host by archive; no monitoring (Prometheus runs once per host);
-    no JupyterLab (the own image has none; the inventory turns it on for dask)."""
+    no JupyterLab (the own image has none; the inventory turns it on for dask); none of the inventory's extra
+    packages (they are built into the bundle's images; an own image brings its own)."""
     return {"dask_cluster_name": "blue", "dask_scheduler_port": 9786, "dask_dashboard_port": 9787,
             "dask_worker_http_port": 9790, "dask_data_dir": USER_DATA,
             "dask_controller_dir": str(live.ephemeral_dir() / "artifacts-blue"),
             "dask_images_worker_image": OWN_IMAGE, "dask_images_distribution": "archive",
-            "dask_monitoring_enabled": False, "dask_notebook_enabled": False}
+            "dask_images_extra_packages": [], "dask_monitoring_enabled": False, "dask_notebook_enabled": False}
 
 
 def blue(*args: str, extra: dict[str, Any] | None = None, timeout: float = 1800) -> Any:
