@@ -100,3 +100,16 @@ def test_the_probe_runs_in_a_python_with_dask() -> None:
     assert found and found["modules"]["dask"] and found["modules"]["distributed"]
     assert found["versions"]["distributed"] and any(line.startswith("distributed==") for line in found["lock"])
     assert own_image.parse("no marker here") is None
+
+
+def test_the_model_keeps_everything_and_takes_the_images_versions_and_lock() -> None:
+    """`dask_cluster | own_image_kept(found, settings, hosts)`: the model first, as the task passes it (the sandbox's
+    cluster blue found the arguments swapped: a model without `paths` after check.yml)."""
+    from ansible_collections.dask_gpu.bundle.plugins.filter.own_image import FilterModule
+
+    kept = FilterModule().filters()["own_image_kept"]
+    model = {**CLUSTER, "paths": {"config": "/etc/dask-blue"}, "images": {"tag": "own-0123456789ab", "own": {}}}
+    result = kept(model, inspected(report(), report()), SETTINGS, {})
+    assert result["paths"] == {"config": "/etc/dask-blue"} and result["images"]["tag"] == "own-0123456789ab"
+    assert result["images"]["versions"] == VERSIONS
+    assert result["images"]["own_lock"] == {"python": "3.11.2", "lock": ["dask==2026.7.1"]}

@@ -42,9 +42,10 @@ def problems(found: Mapping[str, Any], cluster: Mapping[str, Any], settings: Map
     return images.version_change_problems(change)
 
 
-def kept(found: Mapping[str, Any], cluster: Mapping[str, Any], settings: Mapping[str, Any],
+def kept(cluster: Mapping[str, Any], found: Mapping[str, Any], settings: Mapping[str, Any],
          hosts: Mapping[str, Any]) -> dict[str, Any]:
-    """The cluster model with the own images' versions and version change (known now), and the lock they carry."""
+    """The cluster model (`dask_cluster | own_image_kept(found, ...)`) with the own images' versions and version
+    change (known now), and the lock they carry; everything else of the model as it was."""
     result = own_image.result(found)
     change = images.changed_versions(hosts, list(hosts), result["versions"],
                                      settings.get("dask_upgrade_restart_all_ack") is True)
