@@ -3,7 +3,9 @@
 worker's /metrics carries its own GPU (UUID distinct per worker, all the machine's GPUs), utilisation rises above
 50 % while a matmul loop runs on that worker, memory used grows by what CuPy allocated (within 5 %; where the worker
 says CuPy allocates from an RMM pool, memory used stays put within 5 % of the array instead: the pool was counted
-when it was made; 0.00 GiB on 4 x H200 with --rmm-pool-size 0.5), and a scrape takes under 50 ms.
+when it was made; 0.00 GiB on 4 x H200 with --rmm-pool-size 0.5), memory used in /metrics equals what NVML, read
+by the probe itself, says of that GPU with the array held (within 5 % of the array, pool or not), and a scrape takes
+under 50 ms.
 Exit status 0 when every check passes.
 
     tests/gpu/gpu_metrics_probe.py SCHEDULER_ADDRESS [--first-port N]
@@ -105,7 +107,13 @@ def main() -> int:
             before = scrape(port)[0]["dask_worker_gpu_memory_used_bytes"]
             held = client.submit(hold, ALLOCATE, workers=[address], pure=False)
             wait(held, timeout=60)  # the array stays on the worker
-            after = scrape(port)[0]["dask_worker_gpu_memory_used_bytes"]
+            values, labels, _ = scrape(port)
+            after = values["dask_worker_gpu_memory_used_bytes"]
+            device = pynvml.nvmlDeviceGetHandleByUUID(labels.get("gpu_uuid", "").encode())
+            nvml_used = float(pynvml.nvmlDeviceGetMemoryInfo(device).used)
+            check(abs(after - nvml_used) <= 0.05 * ALLOCATE,
+                  f"{address}: memory used {after / 2**30:.2f} GiB in /metrics, {nvml_used / 2**30:.2f} GiB by NVML "
+                  "read here, with the array held")
             delta = after - before
             source = client.submit(allocator, workers=[address], pure=False).result()
             grow = 0 if source == "rmm-pool" else ALLOCATE
