@@ -2,9 +2,11 @@
 cluster to clients over mutual TLS, scheduler and workers over UCX (UCX over TCP: the sandbox has no GPU), the
 firewall on. A client with the cluster's certificate computes and gathers through tls://; an outsider reaches
 none of the UCX listeners; the controller, an allowed client address, reaches the scheduler's TLS port and
-nothing else, and that port refuses it without a certificate. The cluster goes back to tls at the end."""
+nothing else, and that port refuses it without a certificate. The cluster goes back to tls at the end, unless the
+suite runner says the next suite (teardown) removes it and deploys tls again."""
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterator
 
@@ -47,7 +49,10 @@ def ucx_cluster() -> Iterator[dict[str, list[tuple[str, int]]]]:
                     ucx.append((host, int(port)))
         yield {"addresses": list(info), "ucx": ucx}
     finally:
-        converge("tls")
+        if os.environ.get("DASK_SANDBOX_NEXT_REDEPLOYS") == "1":
+            print("[transport] left in tls-ucx: the teardown suite next removes it and deploys tls", flush=True)
+        else:
+            converge("tls")
 
 
 def test_workers_talk_ucx_and_a_tls_client_computes_and_gathers(ucx_cluster: dict) -> None:
