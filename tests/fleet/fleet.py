@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -76,6 +77,21 @@ def create(hosts: list[str], connection: str, key: Path) -> None:
                            text=True, check=True, capture_output=True)
 
 
+def wait_for_sshd(hosts: list[str], seconds: float = 180) -> None:
+    """Every host's sshd accepts connections (a loaded machine starts the last ones late)."""
+    deadline = time.monotonic() + seconds
+    for index, host in enumerate(hosts):
+        while True:
+            try:
+                socket.create_connection((address(index), 22), timeout=2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    message = f"{host}: sshd does not answer on {address(index)}:22 after {seconds:.0f} s"
+                    raise SystemExit(message) from None
+                time.sleep(1)
+
+
 def destroy(hosts: list[str]) -> None:
     for host in hosts:
         docker("rm", "-f", "-v", host, check=False)
@@ -129,6 +145,8 @@ def bench(count: int, steps: list[str], out: Path, keep: bool, connection: str) 
     started = time.monotonic()
     key = out / "ssh" / "id_ed25519"
     create(hosts, connection, key)
+    if connection == "ssh":
+        wait_for_sshd(hosts)
     print(f"[fleet] N={count}: {count} hosts started ({connection}) in {time.monotonic() - started:.1f} s", flush=True)
     inv = inventory(hosts, out / f"n{count}", connection, key)
     rows = []

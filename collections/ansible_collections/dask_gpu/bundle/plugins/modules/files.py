@@ -8,7 +8,7 @@ module: files
 short_description: Write several small files with their content, owner and mode, in one task
 description:
   - Each file is written (atomically) only when its content differs, and its owner, group and mode are set when
-    they differ; a missing parent folder is made (root, 0755). Contents are never logged (keys and tokens pass
+    they differ; a missing parent folder is made (0755, owned by whoever runs the module). Contents are never logged (keys and tokens pass
     through here). Returns the paths that changed.
 options:
   files:
@@ -30,13 +30,11 @@ options:
         type: str
         default: "0644"
       owner:
-        description: Its owner (name or id).
+        description: Its owner (name or id); left as it is when not given.
         type: str
-        default: root
       group:
-        description: Its group (name or id).
+        description: Its group (name or id); left as it is when not given.
         type: str
-        default: root
 author: dask-gpu bundle
 """
 
@@ -75,8 +73,8 @@ def main() -> None:
             "path": {"type": "path", "required": True},
             "content": {"type": "str", "required": True, "no_log": True},
             "mode": {"type": "str", "default": "0644"},
-            "owner": {"type": "str", "default": "root"},
-            "group": {"type": "str", "default": "root"},
+            "owner": {"type": "str"},
+            "group": {"type": "str"},
         }}},
         supports_check_mode=True,
     )
