@@ -99,7 +99,8 @@ for config in $configs; do
         || { echo "gather probe FAILED ($config)"; status=1; }
       grep -E '^(PASS|FAIL|pass|fail)' "$dir/gather.txt"
       # Each GPU worker's own GPU in its /metrics (dask_gpu_verify.gpu_metrics, issue 13).
-      python3 tests/gpu/gpu_metrics_probe.py "$address" > "$dir/gpu-metrics.txt" 2>&1 \
+      given=all; [[ "$config" == *-1gpu ]] && given=0
+      python3 tests/gpu/gpu_metrics_probe.py "$address" --gpus "$given" > "$dir/gpu-metrics.txt" 2>&1 \
         || { echo "GPU metrics probe FAILED ($config)"; status=1; }
       grep -E '^(PASS|FAIL)' "$dir/gpu-metrics.txt" || tail -5 "$dir/gpu-metrics.txt"
       ;;

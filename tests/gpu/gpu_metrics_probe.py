@@ -76,10 +76,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scheduler")
     parser.add_argument("--first-port", type=int, help="the workers' HTTP ports must be N, N+1, ... (one per GPU)")
+    parser.add_argument("--gpus", default="all",
+                        help="the GPUs the cluster's workers were given, by index (0,1) or all (default)")
     args = parser.parse_args()
     pynvml.nvmlInit()
-    machine = sorted(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))
-                     for i in range(pynvml.nvmlDeviceGetCount()))
+    given = (range(pynvml.nvmlDeviceGetCount()) if args.gpus == "all"
+             else [int(index) for index in args.gpus.split(",")])
+    machine = sorted(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i)) for i in given)
     machine = [uuid.decode() if isinstance(uuid, bytes) else uuid for uuid in machine]
     status = 0
 
@@ -99,7 +102,7 @@ def main() -> int:
             seen[address] = labels.get("gpu_uuid", "")
             print(f"{address} /metrics :{port}: {labels} "
                   + ", ".join(f"{k.removeprefix('dask_worker_gpu_')}={v:g}" for k, v in sorted(values.items())))
-        check(sorted(seen.values()) == machine, f"every GPU once, on its own worker: {seen} (machine: {machine})")
+        check(sorted(seen.values()) == machine, f"every GPU given once, on its own worker: {seen} (given: {machine})")
         for address, port in sorted(ports.items()):
             times = [scrape(port)[2] for _ in range(20)]
             check(statistics.median(times) < 0.05, f"{address}: scrape median {statistics.median(times) * 1e3:.1f} ms, "

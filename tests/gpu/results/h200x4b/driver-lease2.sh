@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Second lease: the last RAPIDS part, install, then bundle-tls-ucx (4 pooled workers) for the metrics probe.
+# Run from the repository root on the GPU machine; the measured tree is the HEAD snapshot in .gpuparts/snap.
+set -uo pipefail
+R=$PWD S=$PWD/.gpuparts/snap B=/var/tmp/h200x4b2
+mkdir -p "$B" /var/tmp/parts
+cp .gpuparts/p7/part-* /var/tmp/parts/
+ls -l /var/tmp/parts >"$B/parts.txt"
+cd "$S"
+echo "snapshot of $(cat SNAPSHOT_COMMIT)" | tee -a "$B/calls.txt"
+t=$SECONDS
+PARTS=/var/tmp/parts WHEELS_UCX=$R/.gpuparts/ucx OUT=$B/multi STEPS=" " tests/gpu/gpu-proof-multi.sh >"$B/multi.log" 2>&1
+echo "lease2 install: gpu-proof-multi.sh rc=$? in $((SECONDS - t)) s" | tee -a "$B/calls.txt"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$R"/.whl/*.whl
+echo "ansible wheel rc=$?" | tee -a "$B/calls.txt"
+export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
+cat "$B/multi/versions.txt" "$B/multi/device.txt"
+nvidia-smi --query-gpu=uuid --format=csv >"$B/nvidia-smi-uuid.csv"; cat "$B/nvidia-smi-uuid.csv"
+python3 - <<'PY' 2>&1 | tee "$B/cupy-uuid-raw.txt"
+import cupy
+for i in range(cupy.cuda.runtime.getDeviceCount()):
+    p = cupy.cuda.runtime.getDeviceProperties(i)
+    raw = bytes(p["uuid"])
+    print(f"device {i}: CuPy uuid {len(raw)} bytes {raw.hex()} pciBusID {p['pciBusID']:02x}")
+PY
+t=$SECONDS
+timeout -k 60 $((480 - SECONDS)) env CERTS_DIR=$R/.gpucerts CONFIGS="bundle-tls-ucx" RUNS=2 OUT=$B/bench \
+  tests/gpu/gpu-proof-bench.sh >"$B/bench-lease2.log" 2>&1
+echo "lease2 bench (bundle-tls-ucx): rc=$? in $((SECONDS - t)) s" | tee -a "$B/calls.txt"
+grep -E '^(===|verification|gather|GPU metrics|bench FAILED|PASS|FAIL)' "$B/bench-lease2.log"
+tar -czf "$OUT/h200x4b2.tgz" -C /var/tmp h200x4b2
