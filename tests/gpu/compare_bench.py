@@ -81,6 +81,10 @@ def main(outs: list[Path]) -> None:
     lines += versus(reports, "bundle-tcp", "bundle-tls", "What TLS costs: bundle over TCP against TLS, all GPUs")
     lines += versus(reports, "bundle-ucx", "bundle-tls", "UCX against TCP/TLS, all GPUs")
     lines += versus(reports, "bundle-ucx", "bare-tcp", "Bundle UCX mode against bare defaults (TCP), all GPUs")
+    lines += versus(reports, "bundle-tls-ucx", "bare-tcp", "Bundle tls-ucx against bare defaults (TCP), all GPUs")
+    lines += versus(reports, "bundle-tls-ucx", "bundle-ucx", "tls-ucx against ucx, all GPUs")
+    lines += versus(reports, "bundle-tls-ucx-1gpu", "bundle-tls-ucx",
+                    "One GPU against all GPUs over tls-ucx (time ratio)")
     lines += versus(reports, "bundle-tls-1gpu", "bundle-tls", "One GPU against all GPUs over TCP/TLS (time ratio)")
     lines += versus(reports, "bundle-tls-1gpu", "bundle-ucx", "One GPU against all GPUs over UCX (time ratio)")
     lines += versus(reports, "bundle-tls-2threads-1gpu", "bundle-tls-1gpu", "2 threads per worker against 1, one GPU")
