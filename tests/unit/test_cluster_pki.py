@@ -49,6 +49,10 @@ def test_made_once_kept_then_renewed_and_reissued(tmp_path: Path, capsys: pytest
 
     again = pki(tmp_path, hosts)
     assert not again["changed"], again
+    (tmp_path / "client").chmod(0o755)
+    closed = pki(tmp_path, hosts)
+    assert closed["made"] == [str(tmp_path / "client")] and not closed["issued"], closed
+    assert oct((tmp_path / "client").stat().st_mode & 0o777) == "0o700"
 
     keys = {name: (tls / f"{name}.key").read_bytes() for name in hosts}
     renewed = pki(tmp_path, hosts, renew=True)

@@ -194,6 +194,9 @@ def main() -> None:
     client = os.path.join(params["folder"], "client")
     for folder in (tls, client):
         os.makedirs(folder, mode=0o700, exist_ok=True)
+        if os.stat(folder).st_mode & 0o777 != 0o700:
+            os.chmod(folder, 0o700)
+            made.append(folder)
     certs = [(str(name), str(ip or ""), os.path.join(tls, str(name))) for name, ip in params["hosts"].items()]
     certs.append(("client", "", os.path.join(client, "client")))
     ca_key = key_at(os.path.join(tls, "ca.key"), made)

@@ -8,8 +8,8 @@ module: files
 short_description: Write several small files with their content, owner and mode, in one task
 description:
   - Each file is written (atomically) only when its content differs, and its owner, group and mode are set when
-    they differ; a missing parent folder is made (0755, owned by whoever runs the module). Contents are never logged (keys and tokens pass
-    through here). Returns the paths that changed.
+    they differ; a missing parent folder is made (0755, owned by whoever runs the module). Contents are never
+    logged (keys and tokens pass through here). Returns the paths that changed.
 options:
   files:
     description: The files.
