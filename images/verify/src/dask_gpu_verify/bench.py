@@ -15,7 +15,6 @@ nothing to benchmark (no GPU worker and no --allow-cpu), 2 the scheduler could n
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib.util
 import json
 import os
@@ -218,15 +217,28 @@ def etl_section(client: Any, args: argparse.Namespace, registered: session.Regis
     made = etl.generate(data)
     plan = etl.Plan(data, frames, args.etl_files, "tasks")
     row["cluster"] = etl.run(client, plan, 2, made)
-    from distributed import Client, LocalCluster
-
-    with LocalCluster(n_workers=args.etl_cpu_workers, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as local:
-        row["cpu"] = etl.run(local, dataclasses.replace(plan, backend="pandas"), 2, made)
+    row["cpu"] = etl_on_cpus(data, args.etl_cpu_workers)
     row["cpu_workers"] = args.etl_cpu_workers
     row["cpu_over_cluster"] = row["cpu"]["seconds"] / row["cluster"]["seconds"]
     row["checks_equal"] = row["cluster"]["check_digest"] == row["cpu"]["check_digest"]
     return row
+
+
+def etl_on_cpus(data: etl.Data, workers: int) -> dict[str, Any]:
+    """The same ETL on pandas processes of this host: `python -m dask_gpu_verify.etl --local-cpu`, a LocalCluster on
+    loopback for the run. Its own process, without the cluster's comm settings (their required encryption and
+    certificates are for the cluster, not for this throwaway one)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("DASK_DISTRIBUTED__COMM__")}
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "cpu.json"
+        argv = [sys.executable, "-m", "dask_gpu_verify.etl", "--local-cpu", str(workers), "--rows", str(data.rows),
+                "--files", str(data.files), "--passes", "2", "--data", str(data.folder), "--label",
+                "pandas on the benchmark host", "--json", str(out)]
+        run = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=3600, check=False)
+        if run.returncode != 0 or not out.exists():
+            raise NotBenchmarked(f"the ETL on this host's CPUs failed (exit {run.returncode}): "
+                                 + " ".join((run.stderr or run.stdout).strip().splitlines()[-3:]))
+        return dict(json.loads(out.read_text()))
 
 
 def noop(x: int) -> int:
