@@ -79,6 +79,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 try:
     from cryptography import x509
+    from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -137,7 +138,7 @@ def fits(cert: Any, key: Any, ca: Any, name: str, ip: str, renew_days: int) -> b
     try:
         ca.public_key().verify(cert.signature, cert.tbs_certificate_bytes, ec.ECDSA(cert.signature_hash_algorithm))
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except Exception:  # noqa: BLE001 - another CA's signature, or no SAN: issue a new one
+    except (InvalidSignature, x509.ExtensionNotFound, TypeError):  # another CA, no SAN, a non-EC signature: reissue
         return False
     common = [attr.value for attr in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
     return (public(cert.public_key()) == public(key.public_key()) and cert.issuer == ca.subject and common == [name]
