@@ -31,7 +31,7 @@ def gpu_host(wanted: list[str], probed: list[dict[str, Any]] = PROBED) -> dict[s
 GPU_HOST = gpu_host(["0", "GPU-1"])
 SETTINGS = {"dask_worker_http_port": 8790, "dask_worker_memory_limit": "auto", "dask_worker_death_timeout": 60,
             "dask_worker_device_memory_limit": "0.8", "dask_worker_gpu_request": "cdi", "dask_worker_stop_timeout": 30,
-            "dask_scheduler_stop_timeout": 20, "dask_verify_timeout": 120,
+            "dask_scheduler_stop_timeout": 20, "dask_verify_timeout": 120, "dask_bench_etl_rows": 12000000,
             "dask_worker_extra_args": ["--lifetime", "1h"]}
 
 
@@ -120,6 +120,10 @@ def test_clients_expect_every_host_and_carry_tls(builder: ModuleType) -> None:
     assert verify["env"]["DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY"] == "/etc/dask/tls/host.key"
     bench = builder.container_args(builder.client_spec(CLUSTER, GPU_HOST, SETTINGS, "bench", "b", 12))
     assert "--ready-seconds" in bench["command"] and "devices" not in bench
+    assert bench["command"][bench["command"].index("--etl-rows"):][:4] == ["--etl-rows", "12000000", "--etl-files", "8"]
+    few = builder.client_argv("bench", CLUSTER, {**SETTINGS, "dask_bench_etl_rows": 5}, "b")
+    assert few[few.index("--etl-rows"):][:4] == ["--etl-rows", "5", "--etl-files", "5"]
+    assert "--etl-rows" not in builder.client_argv("bench", CLUSTER, {**SETTINGS, "dask_bench_etl_rows": 0}, "b")
     # The benchmark gets the GPUs the host's workers use.
     assert bench["device_requests"] == [{"driver": "cdi", "device_ids": ["nvidia.com/gpu=0", "nvidia.com/gpu=GPU-1"]}]
     assert bench["cap_drop"] == ["ALL"] and bench["user"] == "10001:10001"

@@ -27,7 +27,8 @@ def test_cpu_cluster_benchmark_reports_every_section(cluster: LocalDask, tmp_pat
     out = tmp_path / "bench"
     result = run_bench("--scheduler", address, "--expect-workers", "2", "--allow-cpu", "--runs", "1",
                        f"--expect-host={socket.gethostname()}=2", "--label", "cpu test", "--ready-seconds", "7.5",
-                       "--out", str(out))
+                       "--etl-rows", "40000", "--etl-files", "2", "--etl-cpu-workers", "2",
+                       "--etl-data", str(tmp_path / "etl"), "--out", str(out))
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(out.with_suffix(".json").read_text())
     assert report["backend"] == "numpy" and len(report["baselines"]) == 2
@@ -49,6 +50,14 @@ def test_cpu_cluster_benchmark_reports_every_section(cluster: LocalDask, tmp_pat
     assert f"Workers: 2 registered, 2 expected (per host: {socket.gethostname()} 2); 2 benchmarked." in markdown
     page = (tmp_path / "bench.html").read_text()
     assert page.count("<svg") == 2 and "gram per worker" in page
+    # The seeds-like ETL on the two workers (pandas: they have no GPU) against 2 local pandas processes: the same
+    # CSV files (written once per worker host, here one host, and by the client), equal check values.
+    etl = report["etl"]
+    assert etl["backend"] == "pandas" and etl["checks_equal"], etl
+    assert list(etl["generated_on"]) == [socket.gethostname()]
+    assert etl["cluster"]["workers"] == 2 and etl["cpu"]["workers"] == 2 and etl["cluster"]["rows"] == 40000
+    assert etl["cluster"]["seconds"] > 0 and etl["cpu_over_cluster"] > 0
+    assert "## Data-frame ETL (seeds-like): 40,000 rows in 2 CSV files" in markdown and "check values equal" in markdown
 
 
 def test_cpu_cluster_without_allow_cpu_is_refused(cluster: LocalDask, tmp_path: Path) -> None:

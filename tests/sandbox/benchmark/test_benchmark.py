@@ -1,6 +1,7 @@
 """playbooks/benchmark.yml against the sandbox (CPU workers, through the firewall): the report is on the controller
-as JSON, Markdown and HTML, and the JSON holds the baselines, the scaling of both workloads, the overhead and the
-time to ready."""
+as JSON, Markdown and HTML, and the JSON holds the baselines, the scaling of both workloads, the overhead, the time to
+ready, and the seeds-like ETL (pandas on the CPU workers, the files written in each worker container and the
+benchmark's) against pandas processes of the benchmark host, with equal check values."""
 from __future__ import annotations
 
 import json
@@ -14,7 +15,8 @@ VARS = f"@{live.ROOT / 'molecule' / 'default' / 'vars' / 'side-effect.yml'}"
 
 def test_the_benchmark_playbook_reports_every_section() -> None:
     started = time.time()
-    run = live.playbook("playbooks/benchmark.yml", "-e", VARS, timeout=1800)
+    # The ETL small enough for the sandbox's 2 GiB worker (the default is 12 M rows).
+    run = live.playbook("playbooks/benchmark.yml", "-e", VARS, "-e", "dask_bench_etl_rows=200000", timeout=1800)
     assert run.returncode == 0, run.stdout[-4000:]
     reports = live.ephemeral_dir() / "artifacts" / "reports"
     made = {path.suffix: path for path in reports.glob("*-bench-*.*") if path.stat().st_mtime >= started - 1}
@@ -24,5 +26,11 @@ def test_the_benchmark_playbook_reports_every_section() -> None:
     assert sorted(row["workload"] for row in bench["scaling"]) == ["gram", "transpose_sum"]
     assert bench["overhead"]["tasks_per_s"] > 0
     assert isinstance(bench["ready_seconds"], (int, float))
+    etl = bench["etl"]
+    assert etl["backend"] == "pandas" and etl["checks_equal"] and etl["cluster"]["rows"] == 200000, etl
+    assert sorted(etl["generated_on"]) == ["dask-w1", "dask-w2"], etl["generated_on"]
+    assert etl["cluster"]["workers"] == 2 and etl["cpu"]["seconds"] > 0
+    assert "check values equal" in made[".md"].read_text()
     print(f"[benchmark] report {made['.json'].name}: overhead {bench['overhead']['tasks_per_s']:.0f} tasks/s, "
-          f"ready in {bench['ready_seconds']} s")
+          f"ready in {bench['ready_seconds']} s; ETL 200,000 rows: cluster {etl['cluster']['seconds']:.2f} s, "
+          f"pandas on {etl['cpu_workers']} processes {etl['cpu']['seconds']:.2f} s, checks equal")

@@ -6,8 +6,9 @@ Per worker: device-to-device copy and fp64 sum (GB/s), fp64 and fp32 matmul (TFL
 process. Through the scheduler: two workloads on one worker and on all of them (transpose_sum moves blocks
 between workers, gram does not), dask-cuda's own benchmarks (GPU clusters: local_cupy's transpose_sum and dot;
 local_cudf_merge and local_cudf_shuffle where cuDF is installed in the client and on every worker, else said
-skipped), and the scheduler's no-op task rate and round-trip latency. Writes PREFIX.json, PREFIX.md and
-PREFIX.html (a bar chart).
+skipped), the scheduler's no-op task rate and round-trip latency, and with --etl-rows the seeds-like data-frame
+ETL (dask_gpu_verify.etl) on the cluster against pandas on this host's CPUs, with check values that must be equal.
+Writes PREFIX.json, PREFIX.md and PREFIX.html (a bar chart).
 Exit status: 0 benchmarked, 1 the expected workers (in all, or on a host) did not register in time or there is
 nothing to benchmark (no GPU worker and no --allow-cpu), 2 the scheduler could not be reached; no report then.
 """
@@ -25,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dask_gpu_verify import bench_report, checks, probes, session, workload
+from dask_gpu_verify import bench_report, checks, etl, probes, session, workload
 from dask_gpu_verify.session import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
 
 # Sizes per backend: the GPU ones give each task tens of ms and one GPU seconds of work (facts.md).
@@ -65,6 +66,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ready-seconds", type=float, default=None, help="time to ready of the last deploy, to report")
     p.add_argument("--no-dask-cuda", "--no-local-cupy", dest="no_dask_cuda", action="store_true",
                    help="skip dask-cuda's own benchmarks (local_cupy, local_cudf_merge, local_cudf_shuffle)")
+    p.add_argument("--etl-rows", type=int, default=0,
+                   help="rows of the seeds-like ETL, run on the cluster and on this host's CPUs (default 0: not run)")
+    p.add_argument("--etl-files", type=int, default=8, help="CSV files of the ETL, its partitions (default 8)")
+    p.add_argument("--etl-cpu-workers", type=int, default=min(8, os.cpu_count() or 1),
+                   help="pandas worker processes of the CPU comparison (default: this host's CPUs, at most 8)")
+    p.add_argument("--etl-data", type=Path, default=Path(tempfile.gettempdir()) / "dask-gpu-etl",
+                   help="where the ETL's CSV files are written, the same path on every worker host and here "
+                   "(default TMPDIR/dask-gpu-etl)")
     p.add_argument("--out", type=Path, required=True, help="write OUT.json, OUT.md and OUT.html")
     return p
 
@@ -186,6 +195,52 @@ def dask_cuda_benchmarks(client: Any, scheduler: str, runs: int, folder: Path) -
     return rows
 
 
+def etl_section(client: Any, args: argparse.Namespace, registered: session.Registered,
+                chosen: session.Backend) -> dict[str, Any]:
+    """The seeds-like ETL on the cluster (cuDF on GPU workers, pandas on CPU ones) and on pandas worker processes of
+    this host, from the same CSV files: each worker host writes them (one worker per host, the same path
+    everywhere; deterministic), and so does this client, which reads their metadata."""
+    frames = "cudf" if chosen.name == "cupy" else "pandas"
+    row: dict[str, Any] = {"rows": args.etl_rows, "files": args.etl_files, "backend": frames}
+    if frames == "cudf" and chosen.left_out:
+        return {**row, "skipped": f"{len(chosen.left_out)} worker(s) without a GPU in the cluster: cuDF partitions "
+                                  "would land on them"}
+    if frames == "cudf" and (missing := cudf_missing(client)):
+        return {**row, "skipped": f"{missing} (the images' full profile has it)"}
+    data = etl.Data(args.etl_data, args.etl_rows, args.etl_files)
+    per_host: dict[str, str] = {}
+    for address in sorted(registered.workers):
+        per_host.setdefault(registered.host_of(address), address)
+    writes = [client.submit(etl.generate, data, workers=[address], allow_other_workers=False, pure=False)
+              for address in per_host.values()]
+    row["generated_on"] = dict(zip(per_host, client.gather(writes), strict=True))
+    made = etl.generate(data)
+    plan = etl.Plan(data, frames, args.etl_files, "tasks")
+    row["cluster"] = etl.run(client, plan, 2, made)
+    row["cpu"] = etl_on_cpus(data, args.etl_cpu_workers)
+    row["cpu_workers"] = args.etl_cpu_workers
+    row["cpu_over_cluster"] = row["cpu"]["seconds"] / row["cluster"]["seconds"]
+    row["checks_equal"] = row["cluster"]["check_digest"] == row["cpu"]["check_digest"]
+    return row
+
+
+def etl_on_cpus(data: etl.Data, workers: int) -> dict[str, Any]:
+    """The same ETL on pandas processes of this host: `python -m dask_gpu_verify.etl --local-cpu`, a LocalCluster on
+    loopback for the run. Its own process, without the cluster's comm settings (their required encryption and
+    certificates are for the cluster, not for this throwaway one)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("DASK_DISTRIBUTED__COMM__")}
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "cpu.json"
+        argv = [sys.executable, "-m", "dask_gpu_verify.etl", "--local-cpu", str(workers), "--rows", str(data.rows),
+                "--files", str(data.files), "--passes", "2", "--data", str(data.folder), "--label",
+                "pandas on the benchmark host", "--json", str(out)]
+        run = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=3600, check=False)
+        if run.returncode != 0 or not out.exists():
+            raise NotBenchmarked(f"the ETL on this host's CPUs failed (exit {run.returncode}): "
+                                 + " ".join((run.stderr or run.stdout).strip().splitlines()[-3:]))
+        return dict(json.loads(out.read_text()))
+
+
 def noop(x: int) -> int:
     return x
 
@@ -253,11 +308,16 @@ def run(client: Any, args: argparse.Namespace) -> dict[str, Any]:
     else:
         report["dask_cuda"] = []
     report["overhead"] = overhead(client, SIZES[backend]["noop_tasks"])
+    if args.etl_rows > 0:
+        report["etl"] = etl_section(client, args, registered, chosen)
     return report
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    if args.etl_rows < 0 or args.etl_files < 1 or args.etl_cpu_workers < 1 or 0 < args.etl_rows < args.etl_files:
+        p.error("--etl-rows must be 0 (off) or at least --etl-files; --etl-files and --etl-cpu-workers at least 1")
     try:
         client = session.connect(args.scheduler, args.scheduler_file, args.timeout)
     except (OSError, ValueError) as error:
@@ -275,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     Path(f"{args.out}.md").write_text(markdown)
     Path(f"{args.out}.html").write_text(bench_report.html(report, markdown))
     print(markdown)
+    if report.get("etl", {}).get("checks_equal") is False:
+        print("dask-gpu-bench: FAILED: the ETL's check values differ between the cluster and pandas", file=sys.stderr)
+        return EXIT_FAILED
     return EXIT_OK
 
 

@@ -87,10 +87,31 @@ def markdown(report: dict[str, Any]) -> str:
             lines.append(f"| {name} | {row['size']} | {fmt(row['seconds'], 3)} | {fmt(row['throughput_gbps'], 1)} | "
                          f"{fmt(row['transfer_mib_per_s'], 0)} ({fmt(row['transferred_gib'], 2)}) | "
                          f"`{row['command']}` |")
+    lines += etl_lines(report.get("etl"))
     o = report["overhead"]
     lines += ["", "## Scheduler", "", "| no-op tasks per second | round trip (submit to result) |", "| --- | --- |",
               f"| {fmt(o['tasks_per_s'], 0)} ({o['tasks']} tasks) | {fmt(o['round_trip_ms'], 2)} ms |", ""]
     return "\n".join(lines)
+
+
+def etl_lines(etl: dict[str, Any] | None) -> list[str]:
+    """The seeds-like ETL: the cluster against pandas on the benchmark host's CPUs, pass 2, step by step."""
+    if not etl:
+        return []
+    lines = ["", f"## Data-frame ETL (seeds-like): {etl['rows']:,} rows in {etl['files']} CSV files, "
+                 f"the cluster ({etl['backend']}) against pandas on this host's CPUs", ""]
+    if "skipped" in etl:
+        return lines + [f"Skipped: {etl['skipped']}."]
+    steps = ("read", "filter", "groupby", "merge", "broadcast_merge", "aggregate")
+    lines += [f"| where | workers | pass 2 s | rows/s | {' | '.join(steps)} | checks |",
+              "| --- | --- | --- | --- | " + "--- | " * len(steps) + "--- |"]
+    for where, run in (("cluster", etl["cluster"]), (f"pandas, {etl['cpu_workers']} processes", etl["cpu"])):
+        lines.append(f"| {where} | {run['workers']} | {fmt(run['seconds'], 3)} | {fmt(run['rows_per_s'], 0)} | "
+                     + " | ".join(fmt(run["steps"][step], 3) for step in steps)
+                     + f" | `{run['check_digest'][:16]}` |")
+    verdict = "equal" if etl["checks_equal"] else "DIFFERENT: FAILED"
+    return lines + ["", f"The cluster is {etl['cpu_over_cluster']:.2f} x as fast as pandas on this host; check values "
+                        f"{verdict}."]
 
 
 def bars(title: str, items: list[tuple[str, float, str]], unit: str) -> str:

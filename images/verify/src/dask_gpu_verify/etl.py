@@ -121,7 +121,9 @@ def generate(data: Data) -> dict[str, Any]:
     started = time.monotonic()
     data.folder.mkdir(parents=True, exist_ok=True)
     data.manifest.unlink(missing_ok=True)
-    if data.rows >= 1_000_000 and data.files > 1:  # spawned: a client's threads may be running in this process
+    # Spawned processes (a client's threads may be running in this process); a Dask worker's own process is a
+    # daemon, which may not have children: there the files are written one after another.
+    if data.rows >= 1_000_000 and data.files > 1 and not multiprocessing.current_process().daemon:
         with ProcessPoolExecutor(min(data.files, os.cpu_count() or 1), multiprocessing.get_context("spawn")) as pool:
             list(pool.map(_write_facts, [data] * data.files, range(data.files)))
     else:

@@ -269,6 +269,8 @@ def client_argv(kind: str, cluster: dict[str, Any], settings: dict[str, Any], ou
                            hosts=cluster["workers_per_host"])
     if kind == "bench":
         ready = ["--ready-seconds", str(ready_seconds)] if ready_seconds is not None else []
+        rows = int(settings["dask_bench_etl_rows"])
+        ready += ["--etl-rows", str(rows), "--etl-files", str(min(8, rows))] if rows else []
         return (["dask-gpu-bench", "--scheduler", cluster["scheduler_address"],
                  "--expect-workers", str(cluster["expected_workers"]), "--timeout", str(timeout),
                  "--label", cluster["name"], "--out", f"{reports}/{out}"] + (["--allow-cpu"] if allow_cpu else [])
