@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dask_gpu_verify import bench_report, checks, etl, probes, session, workload
+from dask_gpu_verify import bench_report, checks, etl, frames, probes, session, workload
 from dask_gpu_verify.session import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
 
 # Sizes per backend: the GPU ones give each task tens of ms and one GPU seconds of work (facts.md).
@@ -161,19 +161,31 @@ def cudf_missing(client: Any) -> str | None:
     return f"cuDF is not installed on {len(lacking)} worker(s): {', '.join(lacking)}" if lacking else None
 
 
+def dataframe_missing(client: Any) -> str | None:
+    """Why the ETL cannot run here (dask.dataframe, which needs pyarrow, does not import in this client or on a
+    worker: the lean profile has no pyarrow), or None."""
+    found: dict[str, dict[str, Any]] = {"this client": frames.available(), **client.run(frames.available)}
+    broken = {where: info["dask_dataframe_error"] for where, info in found.items() if info.get("dask_dataframe_error")}
+    if not broken:
+        return None
+    where, error = next(iter(broken.items()))
+    return (f"dask.dataframe does not import in {len(broken)} of {len(found)} processes ({where}: {error}); the "
+            "images' lean profile has no pyarrow, dask_image_profile full has it")
+
+
 def dask_cuda_benchmarks(client: Any, scheduler: str, runs: int, folder: Path) -> list[dict[str, Any]]:
     """dask-cuda's own benchmarks against this cluster (never with EXPECTED_NUM_WORKERS: it would shut the
     cluster down on a timeout; --disable-rmm: measure the workers' own allocator settings; the data frames
     shuffle by tasks, as distributed's p2p is a trap for cuDF)."""
     rows = []
     without_cudf = cudf_missing(client)
-    for benchmark, operation, options, size, frames in DASK_CUDA:
+    for benchmark, operation, options, size, needs_frames in DASK_CUDA:
         base = folder / f"{benchmark}-{operation}"
         argv = [sys.executable, "-m", f"dask_cuda.benchmarks.{benchmark}", "--scheduler-address", scheduler,
                 *options, "--runs", str(runs), "--disable-rmm", "--output-basename", str(base)]
         row: dict[str, Any] = {"benchmark": benchmark, "operation": operation, "size": size,
                                "command": " ".join(argv[1:-2])}
-        if frames and without_cudf:
+        if needs_frames and without_cudf:
             rows.append({**row, "skipped": without_cudf})
             continue
         env = {k: v for k, v in os.environ.items() if k != "EXPECTED_NUM_WORKERS"}
@@ -200,13 +212,15 @@ def etl_section(client: Any, args: argparse.Namespace, registered: session.Regis
     """The seeds-like ETL on the cluster (cuDF on GPU workers, pandas on CPU ones) and on pandas worker processes of
     this host, from the same CSV files: each worker host writes them (one worker per host, the same path
     everywhere; deterministic), and so does this client, which reads their metadata."""
-    frames = "cudf" if chosen.name == "cupy" else "pandas"
-    row: dict[str, Any] = {"rows": args.etl_rows, "files": args.etl_files, "backend": frames}
-    if frames == "cudf" and chosen.left_out:
+    backend = "cudf" if chosen.name == "cupy" else "pandas"
+    row: dict[str, Any] = {"rows": args.etl_rows, "files": args.etl_files, "backend": backend}
+    if backend == "cudf" and chosen.left_out:
         return {**row, "skipped": f"{len(chosen.left_out)} worker(s) without a GPU in the cluster: cuDF partitions "
                                   "would land on them"}
-    if frames == "cudf" and (missing := cudf_missing(client)):
+    if backend == "cudf" and (missing := cudf_missing(client)):
         return {**row, "skipped": f"{missing} (the images' full profile has it)"}
+    if broken := dataframe_missing(client):
+        return {**row, "skipped": broken}
     data = etl.Data(args.etl_data, args.etl_rows, args.etl_files)
     per_host: dict[str, str] = {}
     for address in sorted(registered.workers):
@@ -215,7 +229,7 @@ def etl_section(client: Any, args: argparse.Namespace, registered: session.Regis
               for address in per_host.values()]
     row["generated_on"] = dict(zip(per_host, client.gather(writes), strict=True))
     made = etl.generate(data)
-    plan = etl.Plan(data, frames, args.etl_files, "tasks")
+    plan = etl.Plan(data, backend, args.etl_files, "tasks")
     row["cluster"] = etl.run(client, plan, 2, made)
     row["cpu"] = etl_on_cpus(data, args.etl_cpu_workers)
     row["cpu_workers"] = args.etl_cpu_workers
