@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The sandbox's feature suites, one after another on the converged 3-host cluster (molecule's side effect): each
 suite runs whatever happened to the one before, its time is measured, and a failing suite does not hide the others.
-After a failure the cluster is converged back to the state the next suite expects (site.yml with that state's
-settings), so the next suite starts from where it would have. The run fails at the end if any suite failed.
+After a failure the cluster is converged back to the inventory's settings (site.yml), so the next suite starts from
+where it would have. The run fails at the end if any suite failed.
 
     tests/sandbox/suites.py              every suite but those run by hand, in order
     tests/sandbox/suites.py NAME ...     these suites only (a developer's loop; the state they expect must be there;
@@ -26,16 +26,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import live  # noqa: E402 - the sandbox helpers beside this script
 
 ROOT = Path(__file__).resolve().parents[2]
-SIDE_EFFECT = str(ROOT / "molecule" / "default" / "vars" / "side-effect.yml")
 
 
 @dataclass(frozen=True)
 class Suite:
-    """A suite: pytest over tests/sandbox/<name>, or a playbook; the settings the cluster has after it passes
-    ('converge': the inventory's own, 'side-effect': vars/side-effect.yml)."""
+    """A suite: pytest over tests/sandbox/<name>, or a playbook. Each leaves the cluster with the inventory's settings
+    (molecule/default/molecule.yml's, from the first converge), but the one before teardown (KEEPS_STATE)."""
 
     name: str
-    after: str
     playbook: str = ""
     what: str = ""
     # Run by hand only (named on the command line): too long for CI.
@@ -43,27 +41,25 @@ class Suite:
 
 
 SUITES = (
-    Suite("faults", "converge",
-          what="faults injected and recovered from; clients without the cluster's certificates refused"),
-    Suite("registry", "side-effect", playbook="molecule/default/registry.yml",
-          what="cluster-registry distribution, firewall and monitoring rolled out"),
-    Suite("firewall", "side-effect", what="the firewall lets the cluster in and keeps an outsider out"),
-    Suite("monitoring", "side-effect",
-          what="every target scraped, dashboard queries answered, an alert fires and resolves"),
-    Suite("browser", "side-effect",
+    Suite("faults", what="faults injected and recovered from; clients without the cluster's certificates refused"),
+    Suite("registry", playbook="molecule/default/registry.yml",
+          what="the images came through the cluster's registry, which takes the cluster's certificates only"),
+    Suite("firewall", what="the firewall lets the cluster in and keeps an outsider out"),
+    Suite("monitoring", what="every target scraped, dashboard queries answered, an alert fires and resolves"),
+    Suite("browser",
           what="the dashboard's pages and a JupyterLab notebook that computes on the cluster, in headless Chromium"),
-    Suite("benchmark", "side-effect", what="playbooks/benchmark.yml against the sandbox, report with every section"),
-    Suite("clients", "side-effect", what="a client made from the cluster's lock connects with no version warning"),
-    Suite("jobs", "side-effect", what="three jobs at once: output streamed, reports kept, failures fail the run"),
-    Suite("retire", "side-effect", what="a retired host hands over its keys and leaves; added back, nothing restarts"),
-    Suite("rolling", "side-effect", what="a worker change rolls host by host under a workload"),
-    Suite("certs", "side-effect", what="certificates renewed from the same CA; the old bundle still answered"),
-    Suite("clusters", "side-effect", what="a second cluster by name on the same hosts; torn down, the first answers"),
+    Suite("benchmark", what="playbooks/benchmark.yml against the sandbox, report with every section"),
+    Suite("clients", what="a client made from the cluster's lock connects with no version warning"),
+    Suite("jobs", what="three jobs at once: output streamed, reports kept, failures fail the run"),
+    Suite("retire", what="a retired host hands over its keys and leaves; added back, nothing restarts"),
+    Suite("rolling", what="a worker change rolls host by host under a workload"),
+    Suite("certs", what="certificates renewed from the same CA; the old bundle still answered"),
+    Suite("clusters", what="a second cluster by name on the same hosts; torn down, the first answers"),
     # Before teardown: the transport suite then leaves the cluster in tls-ucx (KEEPS_STATE), teardown removes that
-    # cluster and deploys tls again; run without teardown after it, it goes back to tls itself.
-    Suite("transport", "side-effect", what="tls-ucx; outsiders and certificate-less clients get nothing"),
-    Suite("teardown", "side-effect", what="teardown leaves every host clean, keeps your data; site.yml deploys again"),
-    Suite("upgrade", "side-effect", by_hand=True,
+    # cluster and deploys tls again (archive distribution); run without teardown after it, it goes back to tls itself.
+    Suite("transport", what="tls-ucx; outsiders and certificate-less clients get nothing"),
+    Suite("teardown", what="teardown leaves every host clean, keeps your data; site.yml deploys again"),
+    Suite("upgrade", by_hand=True,
           what="a Dask version change refused, then done both ways with a workload running (docs/upgrades.md)"),
 )
 
@@ -99,10 +95,9 @@ def run_suite(suite: Suite, next_suite: str) -> subprocess.CompletedProcess[str]
                           timeout=3600, check=False, env=env)
 
 
-def restore(state: str) -> bool:
-    """Converge the cluster back to a suite's starting state after a failure; True when it worked."""
-    args = ["-e", f"@{SIDE_EFFECT}"] if state == "side-effect" else []
-    run = live.playbook(str(ROOT / "site.yml"), *args, timeout=3600)
+def restore() -> bool:
+    """Converge the cluster back to the inventory's settings after a failure; True when it worked."""
+    run = live.playbook(str(ROOT / "site.yml"), timeout=3600)
     print(run.stdout[-3000:] if run.returncode else "", flush=True)
     return run.returncode == 0
 
@@ -128,7 +123,7 @@ def main() -> int:
             print(run.stdout[-6000:] + run.stderr[-2000:], flush=True)
         results.append({"suite": suite.name, "passed": run.returncode == 0, "seconds": seconds})
         if run.returncode and index + 1 < len(chosen):
-            results[-1]["restored"] = restore(suite.after)
+            results[-1]["restored"] = restore()
     width = max(len(str(row["suite"])) for row in results)
     for row in results:
         verdict = "passed" if row["passed"] else "FAILED"

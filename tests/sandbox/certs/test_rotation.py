@@ -15,8 +15,6 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-VARS = f"@{live.ROOT / 'molecule' / 'default' / 'vars' / 'side-effect.yml'}"
-
 
 def serials(folder: Path) -> dict[str, int]:
     return {path.name: x509.load_pem_x509_certificate(path.read_bytes()).serial_number
@@ -48,7 +46,7 @@ def test_renewal_gives_new_serials_from_the_same_ca_and_the_cluster_keeps_workin
     for name in ("client.crt", "client.key"):
         (old_client / name).write_bytes((artifacts / "client" / name).read_bytes())
 
-    run = live.playbook("site.yml", "-e", VARS, "-e", "dask_tls_renew=true", timeout=1500)
+    run = live.playbook("site.yml", "-e", "dask_tls_renew=true", timeout=1500)
     assert run.returncode == 0, run.stdout[-4000:]
     assert "WARNING: the scheduler of cluster" in run.stdout
     after = {**serials(artifacts / "tls"), **serials(artifacts / "client")}
@@ -66,7 +64,7 @@ def test_renewal_gives_new_serials_from_the_same_ca_and_the_cluster_keeps_workin
     assert refused != "answered" and "expired" in refused.lower(), refused
     assert live.tls_exchange((str(old_client / "client.crt"), str(old_client / "client.key"))) == "answered"
 
-    verify = live.playbook("playbooks/verify.yml", "-e", VARS, timeout=900)
+    verify = live.playbook("playbooks/verify.yml", timeout=900)
     assert verify.returncode == 0, verify.stdout[-3000:]
     days = [line for line in verify.stdout.splitlines() if "certificates: " in line]
     assert days and any(f" {left} days" in days[0] for left in (824, 825)), days

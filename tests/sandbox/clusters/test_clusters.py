@@ -24,7 +24,6 @@ from typing import Any
 import live
 import pytest
 
-SIDE_EFFECT = f"@{live.ROOT / 'molecule' / 'default' / 'vars' / 'side-effect.yml'}"
 HOSTS = (live.SCHEDULER, *live.WORKERS)
 USER_DATA = "/srv/team-data"  # a folder of the user's, on every worker host, given to blue as dask_data_dir
 OWN_IMAGE = "dask-own-test:own"  # tests/images/own/build.sh
@@ -51,7 +50,7 @@ def blue_vars() -> dict[str, Any]:
 def blue(*args: str, extra: dict[str, Any] | None = None, timeout: float = 1800) -> Any:
     values = live.ephemeral_dir() / "blue-vars.json"
     values.write_text(json.dumps({**blue_vars(), **(extra or {})}))
-    return live.playbook(*args, "-e", SIDE_EFFECT, "-e", f"@{values}", timeout=timeout)
+    return live.playbook(*args, "-e", f"@{values}", timeout=timeout)
 
 
 def mentions(output: str, text: str) -> bool:
@@ -105,8 +104,7 @@ def test_an_ephemeral_job_that_takes_an_existing_clusters_name_is_refused_before
     script.write_text(HOLD)
     dask_units = unit_starts("dask-worker")
     run = subprocess.run(["bash", str(live.ROOT / "scripts" / "job.sh"), "--ephemeral", "dask", "-i",
-                          str(live.ephemeral_dir() / "inventory"), "-e", SIDE_EFFECT,
-                          "-e", f"dask_job_script={script}"],
+                          str(live.ephemeral_dir() / "inventory"), "-e", f"dask_job_script={script}"],
                          cwd=live.ROOT, capture_output=True, text=True, timeout=600)
     output = " ".join((run.stdout + run.stderr).split())
     assert run.returncode == 2 and mentions(output, "cluster dask already exists on this host"), output[-3000:]
@@ -137,7 +135,7 @@ def deployed(tmp_path_factory: Any) -> Any:
     values.write_text(json.dumps(blue_vars()))
     started = time.monotonic()
     job = subprocess.Popen(["bash", str(live.ROOT / "scripts" / "job.sh"), "--ephemeral", "blue", "-i",
-                            str(live.ephemeral_dir() / "inventory"), "-e", SIDE_EFFECT, "-e", f"@{values}",
+                            str(live.ephemeral_dir() / "inventory"), "-e", f"@{values}",
                             "-e", f"dask_job_script={script}", "-e", "dask_job_timeout=1200"],
                            cwd=live.ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -170,7 +168,7 @@ def test_both_clusters_run_side_by_side_each_with_its_own_names(deployed: dict[s
 
 def test_each_cluster_verifies(deployed: dict[str, Any]) -> None:
     for name, run in (("blue", blue("playbooks/verify.yml")),
-                      ("dask", live.playbook("playbooks/verify.yml", "-e", SIDE_EFFECT))):
+                      ("dask", live.playbook("playbooks/verify.yml"))):
         assert run.returncode == 0, run.stdout[-3000:]
         passed = [line.strip() for line in run.stdout.splitlines() if "verification passed" in line]
         assert passed, run.stdout[-2000:]

@@ -12,7 +12,6 @@ from typing import Any
 
 import live
 
-SIDE_EFFECT = f"@{live.ROOT / 'molecule' / 'default' / 'vars' / 'side-effect.yml'}"
 JOB_HOST = live.WORKERS[0]  # the first worker host runs jobs
 JOBS_ON_HOST = "/var/lib/dask/reports/jobs"
 
@@ -49,7 +48,7 @@ def job_vars(tmp: Path, name: str, **values: Any) -> str:
 
 def start(tmp: Path, name: str, **values: Any) -> subprocess.Popen[str]:
     inventory = live.ephemeral_dir() / "inventory"
-    return subprocess.Popen(["ansible-playbook", "-i", str(inventory), "playbooks/job.yml", "-e", SIDE_EFFECT,
+    return subprocess.Popen(["ansible-playbook", "-i", str(inventory), "playbooks/job.yml",
                              "-e", job_vars(tmp, name, **values)], cwd=live.ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
@@ -127,7 +126,7 @@ def test_bad_input_is_refused_before_anything_on_a_host_changes(tmp_path: Path) 
     folder.mkdir()
     (folder / "main.py").write_text(SCRIPT)
     (folder / "requirements.txt").write_text("dask==1.0\nnot-a-package-of-the-image\n")
-    run = live.playbook("playbooks/job.yml", "-e", SIDE_EFFECT, "-e",
+    run = live.playbook("playbooks/job.yml", "-e",
                         job_vars(tmp_path, "bad", dask_job_script=str(folder), dask_job_entry="nope.py"))
     output = unfold(run.stdout + run.stderr)
     assert run.returncode != 0, output[-3000:]
@@ -136,11 +135,11 @@ def test_bad_input_is_refused_before_anything_on_a_host_changes(tmp_path: Path) 
                      "line 2: not-a-package-of-the-image is not in the cluster's image"):
         assert expected in output, output[-3000:]
 
-    run = live.playbook("playbooks/job.yml", "-e", SIDE_EFFECT, "-e", f"dask_job_script={tmp_path}/missing.py",
+    run = live.playbook("playbooks/job.yml", "-e", f"dask_job_script={tmp_path}/missing.py",
                         "-e", "dask_job_timeout=0")
     output = unfold(run.stdout + run.stderr)
     assert run.returncode != 0 and "dask_job_timeout" in output, output[-3000:]
-    run = live.playbook("playbooks/job.yml", "-e", SIDE_EFFECT, "-e", f"dask_job_script={tmp_path}/missing.py")
+    run = live.playbook("playbooks/job.yml", "-e", f"dask_job_script={tmp_path}/missing.py")
     output = unfold(run.stdout + run.stderr)
     assert run.returncode != 0 and f"dask_job_script={tmp_path}/missing.py does not exist" in output, output[-3000:]
     assert live.on_host(JOB_HOST, "ls", JOBS_ON_HOST, check=False).stdout == before

@@ -19,7 +19,7 @@ import pytest
 PROMETHEUS = "http://127.0.0.1:9090"
 HOSTS = (live.SCHEDULER, *live.WORKERS)
 DASHBOARD_QUERIES = Path(__file__).resolve().parents[2] / "monitoring" / "dashboard_queries.py"
-ALERT_WINDOW = 30  # dask_monitoring_alert_for in molecule/default/vars/side-effect.yml
+ALERT_WINDOW = 30  # dask_monitoring_alert_for in molecule/default/molecule.yml
 STOPPED_HOST = "dask-w2"
 
 

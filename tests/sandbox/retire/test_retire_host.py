@@ -10,7 +10,6 @@ from pathlib import Path
 import live
 import yaml
 
-VARS = f"@{live.ROOT / 'molecule' / 'default' / 'vars' / 'side-effect.yml'}"
 RETIRED, KEPT = "dask-w2", "dask-w1"
 
 
@@ -35,7 +34,7 @@ def test_a_retired_host_hands_over_its_keys_leaves_and_comes_back(tmp_path: Path
         before = sum(len(keys) for keys in client.has_what(workers=on_retired).values())
         assert before >= 30
         started = time.monotonic()
-        run = live.playbook("site.yml", "-e", VARS, "-i", str(retire), timeout=1500)
+        run = live.playbook("site.yml", "-i", str(retire), timeout=1500)
         retire_seconds = time.monotonic() - started
         assert run.returncode == 0, run.stdout[-4000:]
         assert [len(future.result(timeout=60)) for future in data] == list(range(30))  # every key survived
@@ -55,7 +54,7 @@ def test_a_retired_host_hands_over_its_keys_leaves_and_comes_back(tmp_path: Path
     assert started_at(KEPT) == kept_started
 
     started = time.monotonic()
-    run = live.playbook("site.yml", "-e", VARS, timeout=1500)
+    run = live.playbook("site.yml", timeout=1500)
     back_seconds = time.monotonic() - started
     assert run.returncode == 0, run.stdout[-4000:]
     with live.connect(timeout=60) as client:

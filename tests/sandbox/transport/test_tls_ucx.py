@@ -15,12 +15,11 @@ import live
 import numpy as np
 import pytest
 
-VARS = f"@{live.ROOT / 'molecule' / 'default' / 'vars' / 'side-effect.yml'}"
 SCHEDULER_UCX_PORT = 8788  # dask_scheduler_ucx_port's default
 
 
 def converge(transport: str) -> None:
-    run = live.playbook("site.yml", "-e", VARS, "-e", f"dask_transport={transport}", timeout=1500)
+    run = live.playbook("site.yml", "-e", f"dask_transport={transport}", timeout=1500)
     assert run.returncode == 0, run.stdout[-4000:]
     # What the run restarted, and how (a change of transport rolls every worker host).
     for line in run.stdout.splitlines():
@@ -104,5 +103,5 @@ def test_an_allowed_client_without_a_certificate_gets_nothing(ucx_cluster: dict)
 
 
 def test_the_verify_playbook_passes_over_tls_ucx(ucx_cluster: dict) -> None:
-    run = live.playbook("playbooks/verify.yml", "-e", VARS, "-e", "dask_transport=tls-ucx")
+    run = live.playbook("playbooks/verify.yml", "-e", "dask_transport=tls-ucx")
     assert run.returncode == 0, run.stdout[-4000:]

@@ -20,7 +20,6 @@ from distributed import Client
 from distributed.security import Security
 from packaging.version import Version
 
-SIDE_EFFECT = f"@{live.ROOT / 'molecule' / 'default' / 'vars' / 'side-effect.yml'}"
 OLD = "26.08"
 
 
@@ -78,7 +77,7 @@ def recorded_versions(host: str, name: str = "dask") -> dict[str, str]:
 
 def test_a_version_change_without_the_acknowledgement_is_refused_before_anything_changes() -> None:
     before = recorded_versions(live.SCHEDULER)
-    run = live.playbook("playbooks/check.yml", "-e", SIDE_EFFECT, "-e", f"dask_rapids_release={OLD}")
+    run = live.playbook("playbooks/check.yml", "-e", f"dask_rapids_release={OLD}")
     output = " ".join((run.stdout + " " + run.stderr).split())  # molecule's ansible.cfg sends failures to stderr
     assert run.returncode != 0 and "would mix versions" in output and "dask-cuda 26.8.0" in output, output[-2000:]
     assert recorded_versions(live.SCHEDULER) == before
@@ -91,7 +90,7 @@ def test_restart_everything_at_once() -> None:
         held.result(timeout=60)
         with Probe() as probe:
             started = time.monotonic()
-            run = live.playbook("site.yml", "-e", SIDE_EFFECT, "-e", f"dask_rapids_release={OLD}",
+            run = live.playbook("site.yml", "-e", f"dask_rapids_release={OLD}",
                                 "-e", "dask_upgrade_restart_all_ack=true", timeout=3600)
             seconds = round(time.monotonic() - started, 1)
             assert run.returncode == 0, run.stdout[-4000:]
@@ -120,7 +119,7 @@ def test_blue_green_to_a_second_cluster_while_the_first_keeps_working() -> None:
         "dask_images_distribution": "archive", "dask_controller_dir": str(controller)}))
     with Probe() as old:
         started = time.monotonic()
-        run = live.playbook("site.yml", "-e", SIDE_EFFECT, "-e", f"@{green_vars}", timeout=3600)
+        run = live.playbook("site.yml", "-e", f"@{green_vars}", timeout=3600)
         deploy = round(time.monotonic() - started, 1)
         assert run.returncode == 0, run.stdout[-4000:]
         env = dict(line.removeprefix("export ").split("=", 1) for line in
@@ -136,7 +135,7 @@ def test_blue_green_to_a_second_cluster_while_the_first_keeps_working() -> None:
         assert {Version(v) for v in versions.values()} == {Version("26.10.0")}, versions
     assert old.outage() == 0.0, f"the old cluster stopped computing for {old.outage()} s"
     started = time.monotonic()
-    gone = live.playbook("playbooks/teardown.yml", "-e", SIDE_EFFECT, "-e", f"dask_rapids_release={OLD}",
+    gone = live.playbook("playbooks/teardown.yml", "-e", f"dask_rapids_release={OLD}",
                          timeout=1800)
     teardown = round(time.monotonic() - started, 1)
     assert gone.returncode == 0, gone.stdout[-4000:]
