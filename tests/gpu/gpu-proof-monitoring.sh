@@ -6,13 +6,13 @@
 #   targets    every target of the rendered configuration up (targets.json: job, scrapeUrl, health, scrape time)
 #   mapping    GPU worker N answers on 8790+N, each serves its own GPU (the GPU of its CUDA device 0, by PCI
 #              address), and Prometheus stores each GPU UUID once, on the target of the worker that owns it
-#   workload   both GPUs busy (fp64 matmuls) for WORKLOAD_SECONDS while holding an 8 GiB CuPy array each:
+#   workload   every GPU busy (fp64 matmuls) for WORKLOAD_SECONDS while holding an 8 GiB CuPy array each:
 #              utilisation max_over_time > 50 %, memory used - baseline = 8 GiB within 5 %, from Prometheus;
 #              tests/monitoring/dashboard_queries.py meanwhile (every panel, GPU panels included, has series)
 #   rules      the 9 alert rules loaded and healthy, none pending or firing
 #   scrape     a worker's /metrics fetched directly 20 times, Prometheus's scrape_duration_seconds (< 50 ms)
 #   overhead   Prometheus scraping every 1 s (and node exporter) against both stopped, off/on x 3 alternating:
-#              no-op task rate (target on/off >= 0.98), gram on both GPUs, a fixed matmul loop (times, off/on)
+#              no-op task rate (target on/off >= 0.98), gram on every GPU, a fixed matmul loop (times, off/on)
 # Everything is stopped at the end; OUT/summary.md holds the figures, OUT/checks.txt the PASS/FAIL lines.
 #   OUT=/tmp/monitoring CERTS_DIR=.gpucerts [PROM_DEBS=.promdebs] bash tests/gpu/gpu-proof-monitoring.sh
 set -uo pipefail
@@ -159,10 +159,12 @@ probe overhead --phases "$out/phases.jsonl" --out "$out/overhead.json" | tee "$o
 echo "=== stop"
 stop_all
 trap - EXIT
-if python3 -c 'import socket
-for port in (8786, 8787, 8790, 8791, 9090, 9100):
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", port)); s.close()'; then
-  echo "PASS stopped: ports 8786 8787 8790 8791 9090 9100 free" | tee -a "$out/steps.txt"
+# Every port the run used: the scheduler's, one worker HTTP port per GPU from 8790, Prometheus and node exporter.
+ports="8786 8787 $(seq -s ' ' 8790 $((8789 + ngpus))) 9090 9100"
+if python3 -c 'import socket, sys
+for port in map(int, sys.argv[1:]):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", port)); s.close()' $ports; then
+  echo "PASS stopped: ports $ports free" | tee -a "$out/steps.txt"
 else
   fail "a port is still bound after stopping"
 fi

@@ -381,8 +381,8 @@ def overhead(args: argparse.Namespace) -> None:
     check(rate["on_over_off"] >= 0.98, f"no-op task rate, monitoring on (1 s scrapes) / off: {rate['on']:.0f} / "
           f"{rate['off']:.0f} tasks/s = {rate['on_over_off']:.3f} (medians of "
           f"{sum(r['on'] for r in rows)} on and {sum(not r['on'] for r in rows)} off phases; target >= 0.98)")
-    for key, what in (("gram_seconds", "gram (dask array of CuPy blocks on both GPUs), s"),
-                      ("matmul_seconds", "fixed fp64 matmul loop on both GPUs, s through the client"),
+    for key, what in (("gram_seconds", "gram (dask array of CuPy blocks on every GPU), s"),
+                      ("matmul_seconds", "fixed fp64 matmul loop on every GPU, s through the client"),
                       ("matmul_gpu_seconds", "the same loop timed in the worker, s"),
                       ("round_trip_ms", "submit-to-result round trip, ms")):
         figure = summary[key]
