@@ -182,3 +182,23 @@ def test_cudf_spilling_turns_on_the_worker_flag_and_cuda_spill_for_the_scheduler
     # A CPU worker has no cuDF spill manager to turn on.
     cpu = builder.worker_spec(spilling, {**GPU_HOST, "worker_mode": "cpu", "worker_nthreads": 2}, SETTINGS)
     assert "--enable-cudf-spill" not in cpu["argv"]
+
+
+def test_with_cudf_in_the_images_the_scheduler_and_the_clients_get_one_gpu(builder: ModuleType) -> None:
+    """RAPIDS' advice: dask-cudf graphs hold cuDF objects that the scheduler unpickles and the client makes (a 1-GPU
+    container proof failed both ways without a GPU: tests/gpu/results/containers-frames-h100)."""
+    frames = {**CLUSTER, "images": {**CLUSTER["images"], "cudf": True}}
+    scheduler = builder.scheduler_spec(frames, GPU_HOST, SETTINGS)
+    assert (scheduler["gpus"], scheduler["gpu_request"]) == ("0", "cdi")
+    cdi = [{"driver": "cdi", "device_ids": ["nvidia.com/gpu=0"]}]
+    assert builder.container_args(scheduler)["device_requests"] == cdi
+    verify = builder.client_spec(frames, gpu_host(["2"]), SETTINGS, "verify", "v.json")
+    assert verify["gpus"] == "2"  # the host's first worker GPU
+    notebook = builder.notebook_spec({**frames, "notebook": {"listen": "127.0.0.1", "port": 8888, "dir": "/n",
+                                                             "container_dir": "/nb"}}, "t", GPU_HOST, SETTINGS)
+    assert notebook["gpus"] == "0"
+    # A scheduler host without a GPU, or images without cuDF: no GPU.
+    assert builder.scheduler_spec(frames, {"bind_address": "10.0.0.1", "gpu_count": 0}, SETTINGS)["gpus"] == ""
+    assert builder.scheduler_spec(frames, {"bind_address": "10.0.0.1", "gpu_count": 2}, SETTINGS)["gpus"] == "0"
+    assert builder.scheduler_spec(CLUSTER, GPU_HOST, SETTINGS)["gpus"] == ""
+    assert builder.client_spec(CLUSTER, GPU_HOST, SETTINGS, "verify", "v.json")["gpus"] == ""

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import gpus as gpu_selection
-from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import records
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import own_image, records
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
     ClusterInput,
     HostInput,
@@ -116,6 +116,11 @@ def folders(settings: Mapping[str, Any], is_member: bool, is_worker: bool) -> li
     return found
 
 
+def frames_images(settings: Mapping[str, Any]) -> bool:
+    """The bundle's images carry cuDF (the full profile; your own images are not judged here)."""
+    return settings.get("dask_image_profile") == "full" and not settings.get(own_image.WORKER_SETTING)
+
+
 def host_model(host: str, settings: Mapping[str, Any], facts: Mapping[str, Any], gpus: Mapping[str, Any],
                groups: Mapping[str, Any]) -> dict[str, Any]:
     """What one host runs and how: its address, its workers and their GPUs, the ports it takes (and the features'
@@ -173,7 +178,8 @@ def host_model(host: str, settings: Mapping[str, Any], facts: Mapping[str, Any],
         "gpu_selection_unknown": selection.unknown,
         "gpu_selection_twice": [list(pair) for pair in selection.twice],
         "driver_version": gpus.get("driver_version"),
-        "needs_toolkit": mode == "gpu",
+        # GPU workers, or a scheduler that gets a GPU because the images carry cuDF (spec.frames_gpu).
+        "needs_toolkit": mode == "gpu" or (is_scheduler and gpu_count > 0 and frames_images(settings)),
         "topology": topology,
         "nvlink": mode == "gpu" and gpu_selection.nvlink(topology, indices)[0] == "all",
         "ports": _core_ports(settings, is_scheduler, is_worker, count),

@@ -72,6 +72,27 @@ def _gpu_selection(host: dict[str, Any]) -> tuple[str, dict[str, str]]:
     return ",".join(devices), {"CUDA_VISIBLE_DEVICES": ",".join(named)}
 
 
+def frames_gpu(cluster: dict[str, Any], host: dict[str, Any] | None) -> str:
+    """The GPU a scheduler or client container gets when the images carry cuDF, or "" (none). RAPIDS' advice
+    (docs/images.md, "Data frames"): the scheduler unpickles the graphs, and dask-cudf graphs hold cuDF objects (the
+    collections' meta, small frames) that a process without a GPU cannot rebuild; a client makes them. It is the
+    host's first GPU: its first worker's, when it runs GPU workers, else GPU 0 of a host that has one."""
+    if not cluster["images"].get("cudf") or not host:
+        return ""
+    gpus = host.get("worker_gpus") or []
+    if gpus:
+        return str(gpus[0].get("index", 0))
+    return "0" if int(host.get("gpu_count") or 0) > 0 else ""
+
+
+def _with_frames_gpu(spec: dict[str, Any], cluster: dict[str, Any], host: dict[str, Any] | None,
+                     settings: dict[str, Any] | None) -> dict[str, Any]:
+    gpu = frames_gpu(cluster, host)
+    if gpu and settings:
+        spec.update(gpus=gpu, gpu_request=settings["dask_worker_gpu_request"])
+    return spec
+
+
 def _tls_dir(cluster: dict[str, Any]) -> str:
     return str(cluster["paths"]["container"]["tls"])
 
@@ -144,7 +165,7 @@ def scheduler_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict
              "DASK_HEALTH_URL": cluster["scheduler_urls"]["health"], **ucx_env(cluster, host), **spill_env(cluster)},
         read_only=True, tmpfs=["/tmp"], stop_timeout=int(settings["dask_scheduler_stop_timeout"]),
         ulimits=open_files(settings))
-    return spec
+    return _with_frames_gpu(spec, cluster, host, settings)
 
 
 def open_files(settings: dict[str, Any]) -> dict[str, str]:
@@ -281,7 +302,7 @@ def client_argv(kind: str, cluster: dict[str, Any], settings: dict[str, Any], ou
 def client_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[str, Any], kind: str, out: str,
                 ready_seconds: int | None = None) -> dict[str, Any]:
     """A client container on a worker host: the worker image, the host's TLS material, a report folder, and
-    (for the benchmark on a GPU host) the host's GPUs."""
+    (for the benchmark on a GPU host) the host's GPUs, else a GPU when the images carry cuDF (frames_gpu)."""
     spec = _base(cluster, cluster["containers"][kind], f"dask-gpu-{kind} for cluster {cluster['name']}",
                  cluster["images"]["worker"])
     spec.update(argv=client_argv(kind, cluster, settings, out, ready_seconds), env=client_env(cluster))
@@ -290,7 +311,8 @@ def client_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
     if kind == "bench" and host["worker_mode"] == "gpu":
         gpus, gpu_env = _gpu_selection(host)
         spec.update(gpus=gpus, gpu_request=settings["dask_worker_gpu_request"], env={**spec["env"], **gpu_env})
-    return spec
+        return spec
+    return _with_frames_gpu(spec, cluster, host, settings)
 
 
 def job_spec(cluster: dict[str, Any], settings: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
@@ -312,11 +334,12 @@ def job_folder(cluster: dict[str, Any], job: dict[str, Any]) -> str:
     return f"{cluster['paths']['data']}/reports/jobs/{job['id']}"
 
 
-def notebook_spec(cluster: dict[str, Any], token: str) -> dict[str, Any]:
+def notebook_spec(cluster: dict[str, Any], token: str, host: dict[str, Any] | None = None,
+                  settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """JupyterLab on the notebook host (dask_cluster.notebook): the scheduler image (JupyterLab and the Dask
     extension are built into the cluster's images when the notebook is on), the host's TLS material and the
     scheduler's address, so `Client()` connects with no argument; the working folder mounted; the token from the
-    unit's env file (0600), never on the command line."""
+    unit's env file (0600), never on the command line; a GPU when the images carry cuDF (frames_gpu)."""
     notebook = cluster["notebook"]
     spec = _base(cluster, cluster["containers"]["notebook"], f"JupyterLab for cluster {cluster['name']}",
                  cluster["images"]["scheduler"])
@@ -329,7 +352,7 @@ def notebook_spec(cluster: dict[str, Any], token: str) -> dict[str, Any]:
                      "JUPYTER_TOKEN": token, "CUPY_CACHE_DIR": "/tmp/cupy"},
                 ulimits={})
     spec["volumes"] = spec["volumes"] + [f"{notebook['dir']}:{notebook['container_dir']}"]
-    return spec
+    return _with_frames_gpu(spec, cluster, host, settings)
 
 
 def roll_spec(cluster: dict[str, Any], step: str, args: list[str], timeout: int) -> dict[str, Any]:
