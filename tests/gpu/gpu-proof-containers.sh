@@ -202,7 +202,7 @@ docker exec dask-worker dask-gpu-healthcheck \
 docker top dask-worker -eo pid,args > "$work/worker-top.txt"
 nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader > "$work/compute-apps.csv" 2>&1 || true
 
-step "verification client container (dask-gpu-verify, the verify spec as rendered: no GPU in the client)"
+step "verification client container (dask-gpu-verify, the verify spec as rendered: a GPU only when the images carry cuDF)"
 line=$(python3 tests/gpu/unit_command.py client "$r-verify.json"); echo "+ $line" | tee -a "$work/commands.txt"
 rm -f /var/lib/dask/reports/verify-latest.json
 vt=$(date +%s.%N); vrc=0
