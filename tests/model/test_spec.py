@@ -202,3 +202,14 @@ def test_with_cudf_in_the_images_the_scheduler_and_the_clients_get_one_gpu(build
     assert builder.scheduler_spec(frames, {"bind_address": "10.0.0.1", "gpu_count": 2}, SETTINGS)["gpus"] == "0"
     assert builder.scheduler_spec(CLUSTER, GPU_HOST, SETTINGS)["gpus"] == ""
     assert builder.client_spec(CLUSTER, GPU_HOST, SETTINGS, "verify", "v.json")["gpus"] == ""
+
+
+def test_a_gpu_less_scheduler_host_under_cudf_images_is_advised_not_refused() -> None:
+    from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.model import advice
+
+    scheduler = {"name": "s1", "scheduler": True, "gpu_count": 0, "worker_mode": ""}
+    said = advice(scheduler, {"dask_image_profile": "full"})
+    assert any("the scheduler host has no GPU, but dask_image_profile=full" in line for line in said), said
+    assert not [line for line in advice({**scheduler, "gpu_count": 1}, {"dask_image_profile": "full"})
+                if "scheduler host" in line]
+    assert not [line for line in advice(scheduler, {"dask_image_profile": "lean"}) if "scheduler host" in line]

@@ -239,6 +239,16 @@ def health_lines(host: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def frames_advice(host: Mapping[str, Any], settings: Mapping[str, Any]) -> list[str]:
+    """A scheduler host without a GPU under images with cuDF: dask-cudf work will fail there (printed, not refused:
+    CuPy work runs)."""
+    if not host.get("scheduler") or not frames_images(settings) or int(host.get("gpu_count") or 0) > 0:
+        return []
+    return [f"host {host['name']}: the scheduler host has no GPU, but dask_image_profile=full deploys cuDF: dask-cudf "
+            "graphs hold cuDF objects that the scheduler unpickles, which needs a GPU (RAPIDS' advice; docs/images.md, "
+            "\"Data frames\"). dask-cudf work will fail on this cluster; put the scheduler on a GPU host for it."]
+
+
 def advice(host: Mapping[str, Any], settings: Mapping[str, Any]) -> list[str]:
     """What the host's hardware wants from the settings (printed, never refused).
 
@@ -246,7 +256,7 @@ def advice(host: Mapping[str, Any], settings: Mapping[str, Any]) -> list[str]:
     GPUs' interconnect (dask_host.topology) makes of the factor measured on NVLinked GPUs.
     """
     transport = facets(str(settings.get("dask_transport") or "tls"))
-    said = health_lines(host)
+    said = health_lines(host) + frames_advice(host, settings)
     if host.get("worker_mode") != "gpu" or host.get("worker_count", 0) < MULTI_GPU or transport["protocol"] == "ucx":
         return said
     topology = dict(host.get("topology") or {})

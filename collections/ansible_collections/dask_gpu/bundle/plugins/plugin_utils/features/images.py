@@ -174,12 +174,6 @@ def profile_problems(inp: CheckInput) -> list[str]:
     if inp.get("dask_worker_cudf_spill") is True and profile in ("lean", "cpu") and inp.is_worker:
         problems.append(f"dask_worker_cudf_spill=true needs cuDF in the images, which dask_image_profile={profile} "
                         "does not have. Use dask_image_profile: full, or leave dask_worker_cudf_spill false.")
-    if profile == "full" and inp.is_scheduler and int(inp.model.get("gpu_count") or 0) == 0 and (
-            inp.groups.get("dask_cuda_workers") or []):
-        problems.append("is the scheduler host and has no GPU, but dask_image_profile=full deploys cuDF: dask-cudf "
-                        "graphs hold cuDF objects that the scheduler unpickles, which needs a GPU (RAPIDS' advice; "
-                        "docs/images.md, \"Data frames\"). Put the scheduler on a GPU host, or use "
-                        "dask_image_profile: lean.")
     if profile != "cpu":
         return problems
     if inp.host in (inp.groups.get("dask_cuda_workers") or []):
