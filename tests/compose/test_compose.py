@@ -69,7 +69,8 @@ def gpu_requests(*files: str, gpus: str | None = None) -> dict[str, list[dict[st
     result = subprocess.run(["docker", "compose", "--project-directory", str(ROOT), *args, "--profile", "verify",
                              "config", "--format", "json"], capture_output=True, text=True, check=True, env=env)
     services = json.loads(result.stdout)["services"]
-    return {name: services[name]["deploy"]["resources"]["reservations"]["devices"] for name in ("worker", "verify")}
+    return {name: services[name]["deploy"]["resources"]["reservations"]["devices"]
+            for name in ("scheduler", "worker", "verify")}
 
 
 def test_the_cdi_variant_asks_for_cdi_devices_and_nothing_of_the_nvidia_runtime() -> None:

@@ -202,6 +202,11 @@ def test_with_cudf_in_the_images_the_scheduler_and_the_clients_get_one_gpu(build
     assert builder.scheduler_spec(frames, {"bind_address": "10.0.0.1", "gpu_count": 2}, SETTINGS)["gpus"] == "0"
     assert builder.scheduler_spec(CLUSTER, GPU_HOST, SETTINGS)["gpus"] == ""
     assert builder.client_spec(CLUSTER, GPU_HOST, SETTINGS, "verify", "v.json")["gpus"] == ""
+    # A job builds dask-cudf collections too: the host's first worker GPU with cuDF, none without.
+    job = {"id": "etl-x", "name": "etl", "source": "/s", "folder": "", "entry": "main.py", "args": [], "timeout": 60,
+           "env": {}, "requirements": ""}
+    assert builder.job_spec(frames, SETTINGS, job, gpu_host(["2"]))["gpus"] == "2"
+    assert builder.job_spec(CLUSTER, SETTINGS, job, gpu_host(["2"]))["gpus"] == ""
 
 
 def test_a_gpu_less_scheduler_host_under_cudf_images_is_advised_not_refused() -> None:

@@ -19,6 +19,17 @@ from distributed.security import Security
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEDULER, WORKERS = "dask-sched", ("dask-w1", "dask-w2")
+# The workers' threads: the sandbox inventory's, and the worker change the rolling suite rolls out and leaves for the
+# faults suite, next, to converge back from (interrupted): one site.yml run for both.
+THREADS, CHANGED_THREADS = 2, 3
+# Set by tests/sandbox/suites.py when the next suite takes the cluster from whatever state this one leaves (the
+# rolling suite's change: the faults suite; the transport suite's tls-ucx: the teardown suite), so this one need not
+# converge back.
+NEXT_TAKES_OVER = "DASK_SANDBOX_NEXT_TAKES_OVER"
+
+
+def next_takes_over() -> bool:
+    return os.environ.get(NEXT_TAKES_OVER) == "1"
 NETWORK = "dask-sandbox"
 OUTSIDER_IP = "10.231.7.50"  # a container on the sandbox network outside every allow list
 
@@ -125,7 +136,12 @@ def playbook(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[st
                          text=True, timeout=timeout, check=False, env=env)
     name = " ".join(Path(arg).name if arg.endswith(".yml") else arg for arg in args)[:160]
     slow = "; ".join(f"{task[:70]} {seconds:.1f} s" for task, seconds in slowest_tasks(run.stdout))
-    print(f"[playbook] {name}: rc {run.returncode}, {time.monotonic() - started:.1f} s; slowest: {slow}", flush=True)
+    logs = ephemeral_dir() / "artifacts" / "playbooks"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{len(list(logs.iterdir())):03d}-{re.sub(r'[^A-Za-z0-9.=_-]+', '_', name)[:80]}.log"
+    log.write_text(run.stdout + run.stderr)
+    print(f"[playbook] {name}: rc {run.returncode}, {time.monotonic() - started:.1f} s; slowest: {slow}; output: {log}",
+          flush=True)
     return run
 
 

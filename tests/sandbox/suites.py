@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @dataclass(frozen=True)
 class Suite:
     """A suite: pytest over tests/sandbox/<name>, or a playbook. Each leaves the cluster with the inventory's settings
-    (molecule/default/molecule.yml's, from the first converge), but the one before teardown (KEEPS_STATE)."""
+    (molecule/default/molecule.yml's, from the first converge), but one whose next suite takes over (HANDS_OVER)."""
 
     name: str
     playbook: str = ""
@@ -41,6 +41,8 @@ class Suite:
 
 
 SUITES = (
+    # First: its change is left for the faults suite, next, whose interrupted converge goes back to the inventory's.
+    Suite("rolling", what="a worker change rolls host by host under a workload"),
     Suite("faults", what="faults injected and recovered from; clients without the cluster's certificates refused"),
     Suite("registry", playbook="molecule/default/registry.yml",
           what="the images came through the cluster's registry, which takes the cluster's certificates only"),
@@ -52,10 +54,9 @@ SUITES = (
     Suite("clients", what="a client made from the cluster's lock connects with no version warning"),
     Suite("jobs", what="three jobs at once: output streamed, reports kept, failures fail the run"),
     Suite("retire", what="a retired host hands over its keys and leaves; added back, nothing restarts"),
-    Suite("rolling", what="a worker change rolls host by host under a workload"),
     Suite("certs", what="certificates renewed from the same CA; the old bundle still answered"),
     Suite("clusters", what="a second cluster by name on the same hosts; torn down, the first answers"),
-    # Before teardown: the transport suite then leaves the cluster in tls-ucx (KEEPS_STATE), teardown removes that
+    # Before teardown: the transport suite then leaves the cluster in tls-ucx (HANDS_OVER), teardown removes that
     # cluster and deploys tls again (archive distribution); run without teardown after it, it goes back to tls itself.
     Suite("transport", what="tls-ucx; outsiders and certificate-less clients get nothing"),
     Suite("teardown", what="teardown leaves every host clean, keeps your data; site.yml deploys again"),
@@ -79,16 +80,16 @@ def report_lines(output: str) -> list[str]:
     return lines
 
 
-# Set for a suite whose next suite replaces the cluster anyway: it may leave its own state instead of converging
-# back (the transport suite before teardown: two site.yml runs saved).
-KEEPS_STATE = "DASK_SANDBOX_NEXT_REDEPLOYS"
-REDEPLOYS = {"teardown"}
+# A suite whose next suite takes the cluster from whatever state it left may leave its own state instead of converging
+# back (live.NEXT_TAKES_OVER): the rolling suite before faults (the interrupted converge goes back to the inventory's
+# settings: one site.yml run saved), the transport suite before teardown (which replaces the cluster: two saved).
+HANDS_OVER = {"rolling": "faults", "transport": "teardown"}
 
 
 def run_suite(suite: Suite, next_suite: str) -> subprocess.CompletedProcess[str]:
     if suite.playbook:
         return live.playbook(str(ROOT / suite.playbook), timeout=3600)
-    env = {**os.environ, KEEPS_STATE: "1" if next_suite in REDEPLOYS else ""}
+    env = {**os.environ, live.NEXT_TAKES_OVER: "1" if HANDS_OVER.get(suite.name) == next_suite else ""}
     # -rA: a PASSED/FAILED line per test at the end (with -s, a test's verdict can land after its output)
     return subprocess.run([sys.executable, "-m", "pytest", "-v", "-s", "-rA", "-p", "no:cacheprovider",
                            str(ROOT / "tests" / "sandbox" / suite.name)], cwd=ROOT, capture_output=True, text=True,

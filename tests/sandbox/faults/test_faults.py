@@ -164,12 +164,22 @@ def test_a_task_over_the_memory_limit_is_killed_and_the_cluster_stays_up() -> No
                            "recovery_s": round(back, 1)})
 
 
+def threads() -> set[int]:
+    with live.connect() as client:
+        return {w["nthreads"] for w in live.workers(client).values()}
+
+
 def test_an_interrupted_converge_then_a_full_run_converges_cleanly() -> None:
     """Kill site.yml after the worker units were rewritten but before their restart handlers ran; the next full
-    run must restart the workers with the new settings, and leave one of everything."""
-    extra = ["-e", "dask_worker_nthreads=3"]
+    run must restart the workers with the new settings, and leave one of everything. The change is back to the
+    inventory's threads (live.THREADS) from the rolling suite's, which it left (run just before this suite; run
+    without it, this test deploys that change first)."""
+    if threads() != {live.CHANGED_THREADS}:
+        changed = live.playbook("site.yml", "-e", f"dask_worker_nthreads={live.CHANGED_THREADS}")
+        assert changed.returncode == 0, changed.stdout[-3000:]
+        live.wait_until(registered(ALL), 60, "workers registered with the rolling suite's change")
     inventory = str(live.ephemeral_dir() / "inventory")
-    proc = subprocess.Popen(["ansible-playbook", "-i", inventory, "site.yml", *extra], cwd=live.ROOT, text=True,
+    proc = subprocess.Popen(["ansible-playbook", "-i", inventory, "site.yml"], cwd=live.ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     assert proc.stdout is not None
     interrupted = False
@@ -183,17 +193,16 @@ def test_an_interrupted_converge_then_a_full_run_converges_cleanly() -> None:
     assert interrupted, "site.yml never reached the worker unit"
     for host in live.WORKERS:
         unit = live.on_host(host, "cat", "/etc/systemd/system/dask-worker.service").stdout
-        assert re.search(r'"--nthreads"[\s\\]+"3"', unit), unit
-    with live.connect() as client:
-        assert {w["nthreads"] for w in live.workers(client).values()} == {2}  # half-finished: old processes
+        assert re.search(rf'"--nthreads"[\s\\]+"{live.THREADS}"', unit), unit
+    assert threads() == {live.CHANGED_THREADS}  # half-finished: old processes
 
     started = time.monotonic()
-    full = live.playbook("site.yml", *extra)
+    full = live.playbook("site.yml")
     took = time.monotonic() - started
     assert full.returncode == 0, full.stdout[-3000:]
     live.wait_until(registered(ALL), 60, "workers registered after the full run")
     with live.connect() as client:
-        assert {w["nthreads"] for w in live.workers(client).values()} == {3}
+        assert {w["nthreads"] for w in live.workers(client).values()} == {live.THREADS}
         assert len(live.workers(client)) == 2
     # the sandbox runs JupyterLab beside the scheduler: one container and one unit of each, no more, and the firewall's
     # own unit (no container); units only named by another one's ordering ("not-found") are not units of the host
@@ -206,5 +215,6 @@ def test_an_interrupted_converge_then_a_full_run_converges_cleanly() -> None:
         assert sorted(loaded) == sorted(f"{c}.service" for c in [*containers, "dask-firewall"]), (host, units)
     live.record("faults", {"fault": "site.yml killed after the worker units changed, before their restart",
                            "expected": "the next full run restarts the stale workers; nothing duplicated",
-                           "observed": "workers run the new settings (3 threads); one container and one unit of each",
+                           "observed": f"workers run the new settings ({live.THREADS} threads); one container and "
+                                       "one unit of each",
                            "recovery_s": round(took, 1)})

@@ -6,7 +6,6 @@ nothing else, and that port refuses it without a certificate. The cluster goes b
 suite runner says the next suite (teardown) removes it and deploys tls again."""
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Iterator
 
@@ -48,7 +47,7 @@ def ucx_cluster() -> Iterator[dict[str, list[tuple[str, int]]]]:
                     ucx.append((host, int(port)))
         yield {"addresses": list(info), "ucx": ucx}
     finally:
-        if os.environ.get("DASK_SANDBOX_NEXT_REDEPLOYS") == "1":
+        if live.next_takes_over():
             print("[transport] left in tls-ucx: the teardown suite next removes it and deploys tls", flush=True)
         else:
             converge("tls")

@@ -315,10 +315,12 @@ def client_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
     return _with_frames_gpu(spec, cluster, host, settings)
 
 
-def job_spec(cluster: dict[str, Any], settings: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
+def job_spec(cluster: dict[str, Any], settings: dict[str, Any], job: dict[str, Any],
+             host: dict[str, Any] | None = None) -> dict[str, Any]:
     """A job (plugin_utils/jobs.py's plan) as a client container on a worker host, started detached: the worker
     image, the host's TLS material, the job's folder at /job (its script in /job/src, its own files in /job/work),
-    no GPU. dask-gpu-job runs the script, keeps its output and report there and enforces the timeout."""
+    a GPU of the host when the images carry cuDF (frames_gpu: a job that builds dask-cudf collections makes cuDF
+    objects), else none. dask-gpu-job runs the script, keeps its output and report there and enforces the timeout."""
     spec = _base(cluster, f"{cluster['containers']['job']}-{job['id']}",
                  f"job {job['name']} on cluster {cluster['name']}", cluster["images"]["worker"])
     argv = ["dask-gpu-job", "--scheduler", cluster["scheduler_address"], "--job-dir", JOB_DIR, "--name",
@@ -326,7 +328,7 @@ def job_spec(cluster: dict[str, Any], settings: dict[str, Any], job: dict[str, A
     spec.update(argv=argv + (["--", *job["args"]] if job["args"] else []),
                 env={**job["env"], **client_env(cluster), "HOME": JOB_DIR + "/work"})
     spec["volumes"] = spec["volumes"] + [f"{job_folder(cluster, job)}:{JOB_DIR}"]
-    return spec
+    return _with_frames_gpu(spec, cluster, host, settings)
 
 
 def job_folder(cluster: dict[str, Any], job: dict[str, Any]) -> str:
