@@ -57,6 +57,12 @@ def test_worker_mode_count_and_threads_per_host(model: ModuleType) -> None:
     assert (fallback["worker_mode"], fallback["worker_count"], fallback["worker_nthreads"]) == ("cpu", 1, 16)
     scheduler = model.host_model("s1", settings(model), facts, {"count": 0}, GROUPS)
     assert (scheduler["scheduler"], scheduler["worker"], scheduler["worker_count"]) == (True, False, 0)
+    # A scheduler host with a GPU gets the toolkit when the images may carry cuDF (its container gets the GPU then):
+    # the full profile, or your own images (the probe tells later); not with lean.
+    for values, wanted in (({}, False), ({"dask_image_profile": "full"}, True),
+                           ({"dask_images_worker_image": "team/w:1", "dask_images_scheduler_image": "team/s:1"}, True)):
+        gpu_scheduler = model.host_model("s1", settings(model, **values), facts, TWO_GPUS, GROUPS)
+        assert gpu_scheduler["needs_toolkit"] is wanted, values
 
 
 def test_bind_address_prefers_address_then_interface_then_default_route(model: ModuleType) -> None:

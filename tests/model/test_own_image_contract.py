@@ -113,3 +113,7 @@ def test_the_model_keeps_everything_and_takes_the_images_versions_and_lock() -> 
     assert result["paths"] == {"config": "/etc/dask-blue"} and result["images"]["tag"] == "own-0123456789ab"
     assert result["images"]["versions"] == VERSIONS
     assert result["images"]["own_lock"] == {"python": "3.11.2", "lock": ["dask==2026.7.1"]}
+    # A worker image with cuDF and dask-cudf: the scheduler and the clients get a GPU (spec.py's frames_gpu).
+    assert result["images"]["cudf"] is True
+    without = kept(model, inspected(report(), report({"dask_cudf": False})), SETTINGS, {})
+    assert without["images"]["cudf"] is False

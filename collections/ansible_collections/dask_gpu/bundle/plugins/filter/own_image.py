@@ -51,7 +51,7 @@ def kept(cluster: Mapping[str, Any], found: Mapping[str, Any], settings: Mapping
                                      settings.get("dask_upgrade_restart_all_ack") is True)
     model = dict(cluster)
     model["images"] = {**dict(cluster.get("images") or {}), "versions": result["versions"], "version_change": change,
-                       "own_lock": {"python": result["python"], "lock": result["lock"]}}
+                       "own_lock": {"python": result["python"], "lock": result["lock"]}, "cudf": result["cudf"]}
     return model
 
 

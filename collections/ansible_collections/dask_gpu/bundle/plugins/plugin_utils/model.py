@@ -121,6 +121,12 @@ def frames_images(settings: Mapping[str, Any]) -> bool:
     return settings.get("dask_image_profile") == "full" and not settings.get(own_image.WORKER_SETTING)
 
 
+def frames_possible(settings: Mapping[str, Any]) -> bool:
+    """The images may carry cuDF: the full profile, or your own images (the probe of playbooks/check.yml tells, after
+    the hosts' models are made; a GPU scheduler host gets the toolkit either way, so its GPU can be given)."""
+    return frames_images(settings) or bool(settings.get(own_image.WORKER_SETTING))
+
+
 def host_model(host: str, settings: Mapping[str, Any], facts: Mapping[str, Any], gpus: Mapping[str, Any],
                groups: Mapping[str, Any]) -> dict[str, Any]:
     """What one host runs and how: its address, its workers and their GPUs, the ports it takes (and the features'
@@ -179,7 +185,7 @@ def host_model(host: str, settings: Mapping[str, Any], facts: Mapping[str, Any],
         "gpu_selection_twice": [list(pair) for pair in selection.twice],
         "driver_version": gpus.get("driver_version"),
         # GPU workers, or a scheduler that gets a GPU because the images carry cuDF (spec.frames_gpu).
-        "needs_toolkit": mode == "gpu" or (is_scheduler and gpu_count > 0 and frames_images(settings)),
+        "needs_toolkit": mode == "gpu" or (is_scheduler and gpu_count > 0 and frames_possible(settings)),
         "topology": topology,
         "nvlink": mode == "gpu" and gpu_selection.nvlink(topology, indices)[0] == "all",
         "ports": _core_ports(settings, is_scheduler, is_worker, count),

@@ -181,7 +181,9 @@ def problems(inspected: Mapping[str, Any], cluster: Mapping[str, Any], settings:
 
 def result(inspected: Mapping[str, Any]) -> dict[str, Any]:
     """What the cluster keeps from an inspection that passed: the worker image's Dask versions, Python version and
-    lock (the exact packages a matching client installs: scripts/client-env.sh)."""
+    lock (the exact packages a matching client installs: scripts/client-env.sh), and whether it carries cuDF and
+    dask-cudf (then the scheduler and the clients get a GPU, as with the full profile: spec.py's frames_gpu)."""
     report = parse(str((inspected.get("worker") or {}).get("output") or "")) or {}
+    modules = report.get("modules") or {}
     return {"versions": report.get("versions") or {}, "python": report.get("python") or "",
-            "lock": report.get("lock") or []}
+            "lock": report.get("lock") or [], "cudf": bool(modules.get("cudf") and modules.get("dask_cudf"))}
