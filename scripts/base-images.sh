@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Make Debian base images locally, for machines that reach no container registry.
-# Usage: scripts/base-images.sh [SUITE ...]   (default: bookworm)
+# Usage: scripts/base-images.sh [SUITE ...]   (default: .env's BASE_IMAGE when it is debian:SUITE-slim, else none)
 # Each SUITE becomes debian:SUITE-slim, the name the Dockerfiles' FROM expects.
 # An image that already exists is kept; set BASE_IMAGES_REBUILD=1 to make it again.
 set -euo pipefail
 
 mirror="$(bash "$(dirname "$0")/debian-mirror.sh")"  # the machine's own apt mirror (or DEBIAN_MIRROR)
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(bookworm)
+if [ ${#suites[@]} -eq 0 ]; then
+  . "$(dirname "$0")/dotenv.sh"
+  [ -n "$BASE_SUITE" ] || { echo "[base-images] BASE_IMAGE=$BASE_IMAGE is not made here (only debian:SUITE-slim)"; exit 0; }
+  suites=("$BASE_SUITE")
+fi
 
 for suite in "${suites[@]}"; do
   image="debian:${suite}-slim"

@@ -6,10 +6,7 @@
 # Tags: dask-gpu-{scheduler,worker}:<release>-cuda<major>-<profile>. Labels carry the Dask versions.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-while IFS='=' read -r key value; do   # defaults from .env; the environment wins
-  case "$key" in ''|\#*) continue ;; esac
-  [ -n "${!key:-}" ] || export "$key=$value"
-done <"$root/.env"
+. "$root/scripts/dotenv.sh"  # defaults from .env; the environment wins
 
 tag="${RAPIDS_RELEASE}-cuda${CUDA_MAJOR}-${PROFILE}"
 pins="$root/images/pins/rapids-${RAPIDS_RELEASE}-cuda${CUDA_MAJOR}.txt"

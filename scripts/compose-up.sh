@@ -23,8 +23,7 @@ fi
 
 started=$(date +%s)
 bash scripts/setup-docker.sh
-base="$(sed -n 's/^BASE_IMAGE=debian:\(.*\)-slim$/\1/p' .env)"
-[ -z "$base" ] || bash scripts/base-images.sh "$base"
+bash scripts/base-images.sh
 bash scripts/build-images.sh
 echo "[compose-up] starting the stack in $mode mode (expecting $DASK_EXPECT_WORKERS workers)"
 up_started=$(date +%s)

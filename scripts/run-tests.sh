@@ -9,17 +9,16 @@ step() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
 
 step "docker daemon and base images"
 bash scripts/setup-docker.sh
-base="$(sed -n 's/^BASE_IMAGE=debian:\(.*\)-slim$/\1/p' .env)"
-[ -z "$base" ] || bash scripts/base-images.sh "$base"
+bash scripts/base-images.sh
 
 step "images"
 # .env's profile (lean: the sandbox's), then the full one (cuDF, dask-cudf): built every run, its packages imported
 # (without a GPU) and checked with pip check by the build itself; the sandbox does not run it.
-for profile in "$(sed -n 's/^PROFILE=//p' .env)" full; do
+. scripts/dotenv.sh
+for profile in "$PROFILE" full; do
   started=$(date +%s)
   PROFILE="$profile" bash scripts/build-images.sh >reports-build.log 2>&1 || { tail -40 reports-build.log; exit 1; }
-  size="$(docker image inspect -f '{{.Size}}' "dask-gpu-worker:$(sed -n 's/^RAPIDS_RELEASE=//p' .env)-cuda$(sed -n \
-    's/^CUDA_MAJOR=//p' .env)-$profile")"
+  size="$(docker image inspect -f '{{.Size}}' "dask-gpu-worker:$RAPIDS_RELEASE-cuda$CUDA_MAJOR-$profile")"
   echo "images ($profile) built in $(( $(date +%s) - started )) s; worker image $(( size / 1000000 )) MB"
   rm -f reports-build.log
   [ "$profile" != full ] || break

@@ -14,9 +14,9 @@ prepare() {
   bash scripts/setup-venv.sh
   bash scripts/setup-docker.sh
   command -v rsync >/dev/null || { apt-get update -qq && apt-get install -y -qq rsync >/dev/null; }
-  base="$(sed -n 's/^BASE_IMAGE=debian:\(.*\)-slim$/\1/p' .env)"
-  bash scripts/base-images.sh "$base"
-  docker build -q -t "dask-sandbox-host:bookworm" --build-arg "BASE_IMAGE=debian:${base}-slim" \
+  . scripts/dotenv.sh
+  bash scripts/base-images.sh
+  docker build -q -t "dask-sandbox-host:bookworm" --build-arg "BASE_IMAGE=$BASE_IMAGE" \
     -f molecule/default/Dockerfile.host molecule/default >/dev/null
 }
 
