@@ -46,6 +46,10 @@ MSG
     ;;
   test)
     prepare
+    # From a clean slate: an earlier sandbox (`make up`) is removed with its controller artifacts (CA, reports,
+    # markers), which molecule's own destroy keeps in its ephemeral folder and a later run would read.
+    molecule destroy
+    rm -rf "$HOME"/.ansible/tmp/molecule.*.default/artifacts "$HOME"/.ansible/tmp/molecule.*.default/archive-redeployed
     molecule test
     ;;
   down)
