@@ -48,8 +48,13 @@ MSG
     prepare
     # From a clean slate: an earlier sandbox (`make up`) is removed with its controller artifacts (CA, reports,
     # markers), which molecule's own destroy keeps in its ephemeral folder and a later run would read.
+    # Only this sandbox's folders (their inventory names its hosts): another project's molecule scenario is left alone.
     molecule destroy
-    rm -rf "$HOME"/.ansible/tmp/molecule.*.default/artifacts "$HOME"/.ansible/tmp/molecule.*.default/archive-redeployed
+    for dir in "$HOME"/.ansible/tmp/molecule.*.default; do
+      if grep -qs 'dask-sched:' "$dir/inventory/ansible_inventory.yml"; then
+        rm -rf "$dir/artifacts" "$dir/archive-redeployed"
+      fi
+    done
     molecule test
     ;;
   down)
