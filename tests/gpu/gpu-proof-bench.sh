@@ -35,11 +35,13 @@ install -m 0644 "$certs/gpu-box.crt" /etc/dask/tls/host.crt
 install -m 0600 "$certs/gpu-box.key" /etc/dask/tls/host.key
 
 pids=()
-ports_free() {  # the scheduler and dashboard ports can be bound again
+ports_free() {  # the scheduler, dashboard and scheduler UCX ports can be bound again (UCX binds 0.0.0.0:8788: a
+  # container run just before left it bound for a few seconds on a lent 4 x H200, and the tls-ucx scheduler failed)
   python3 -c 'import socket
-for port in (8786, 8787):
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", port)); s.close()' 2>/dev/null
+for host, port in (("127.0.0.1", 8786), ("127.0.0.1", 8787), ("0.0.0.0", 8788)):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((host, port)); s.close()' 2>/dev/null
 }
+wait_ports() { for _ in $(seq 60); do ports_free && return 0; sleep 0.5; done; echo "ports 8786-8788 still bound" >&2; return 1; }
 # Each cluster process runs in a session of its own (setsid), so stopping it ends its nannies and their worker
 # processes too (after the UCX configuration a surviving worker kept the scheduler port bound).
 stop_cluster() {
@@ -51,8 +53,7 @@ stop_cluster() {
   done
   for pid in "${pids[@]}"; do kill -KILL -- "-$pid" 2>/dev/null; done
   pids=()
-  for _ in $(seq 60); do ports_free && return 0; sleep 0.5; done
-  echo "ports 8786/8787 are still bound after the cluster stopped" >&2; return 1
+  wait_ports
 }
 trap stop_cluster EXIT
 
@@ -82,6 +83,7 @@ for config in $configs; do
       ansible-playbook -i tests/gpu/inventory.yml playbooks/render-commands.yml -e "render_dir=$dir" \
         -e "$(extra_for "$config")" >"$dir/render.log" 2>&1 || { tail -30 "$dir/render.log"; status=1; continue; }
       for f in "$dir"/gpu-box-dask-{scheduler,worker}.sh; do grep -h '^exec ' "$f"; done | tee "$dir/commands.txt"
+      wait_ports || { status=1; continue; }
       setsid sh "$dir/gpu-box-dask-scheduler.sh" >"$dir/scheduler.log" 2>&1 & pids+=($!)
       wait_health || { status=1; stop_cluster; continue; }
       started=$(date +%s.%N)
@@ -110,6 +112,7 @@ for config in $configs; do
       [ "$config" = bare-tcp-1gpu ] && export CUDA_VISIBLE_DEVICES=0 || unset CUDA_VISIBLE_DEVICES
       want=$([ "$config" = bare-tcp-1gpu ] && echo 1 || nvidia-smi -L | wc -l)
       echo "dask scheduler --host 127.0.0.1 --dashboard-address 127.0.0.1:8787; dask cuda worker tcp://127.0.0.1:8786" | tee "$dir/commands.txt"
+      wait_ports || { status=1; continue; }
       setsid dask scheduler --host 127.0.0.1 --port 8786 --dashboard-address 127.0.0.1:8787 >"$dir/scheduler.log" 2>&1 & pids+=($!)
       wait_health || { status=1; stop_cluster; continue; }
       started=$(date +%s.%N)
