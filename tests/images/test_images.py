@@ -93,3 +93,14 @@ def test_data_frames_shuffle_by_tasks(target: str) -> None:
     out = docker("run", "--rm", "--entrypoint", "python", image(target), "-c",
                  "import dask; print(dask.config.get('dataframe.shuffle.method'))").stdout.strip()
     assert out == "tasks"
+
+
+def test_environment_comes_in_layers_of_similar_size() -> None:
+    """images/split_layers.py: the environment is four layers, none more than 40 % of it (pushes and pulls use a core
+    per layer); that nothing is lost on the way is what the tests above check (the packages import and match)."""
+    lines = docker("history", "--no-trunc", "--human=false", "--format", "{{.Size}}\t{{.CreatedBy}}",
+                   image("worker")).stdout.splitlines()
+    environment = [int(size) for size, created in (line.split("\t", 1) for line in lines)
+                   if created.startswith(("COPY /opt/dask ", "COPY /layers/"))]
+    assert len(environment) == 4, lines
+    assert max(environment) < 0.4 * sum(environment), environment
