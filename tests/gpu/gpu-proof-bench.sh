@@ -35,13 +35,16 @@ install -m 0644 "$certs/gpu-box.crt" /etc/dask/tls/host.crt
 install -m 0600 "$certs/gpu-box.key" /etc/dask/tls/host.key
 
 pids=()
-ports_free() {  # the scheduler, dashboard and scheduler UCX ports can be bound again (UCX binds 0.0.0.0:8788: a
-  # container run just before left it bound for a few seconds on a lent 4 x H200, and the tls-ucx scheduler failed)
-  python3 -c 'import socket
-for host, port in (("127.0.0.1", 8786), ("127.0.0.1", 8787), ("0.0.0.0", 8788)):
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((host, port)); s.close()' 2>/dev/null
+gpus=$(nvidia-smi -L | wc -l)
+ports_free() {  # the scheduler, dashboard and scheduler UCX ports, and the GPU workers' fixed HTTP ports 8790+N, can be
+  # bound again (UCX binds 0.0.0.0:8788: a container run just before left it bound for a few seconds on a lent
+  # 4 x H200, and the tls-ucx scheduler failed; a worker on a taken port moves to a random one and the probes miss it)
+  python3 -c 'import socket, sys
+ports = [("127.0.0.1", 8786), ("127.0.0.1", 8787), ("0.0.0.0", 8788)] + [("127.0.0.1", 8790 + n) for n in range(int(sys.argv[1]))]
+for host, port in ports:
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((host, port)); s.close()' "$gpus" 2>/dev/null
 }
-wait_ports() { for _ in $(seq 60); do ports_free && return 0; sleep 0.5; done; echo "ports 8786-8788 still bound" >&2; return 1; }
+wait_ports() { for _ in $(seq 60); do ports_free && return 0; sleep 0.5; done; echo "ports 8786-8788 or 8790+ still bound" >&2; return 1; }
 # Each cluster process runs in a session of its own (setsid), so stopping it ends its nannies and their worker
 # processes too (after the UCX configuration a surviving worker kept the scheduler port bound).
 stop_cluster() {
