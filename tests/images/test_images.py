@@ -93,18 +93,3 @@ def test_data_frames_shuffle_by_tasks(target: str) -> None:
     out = docker("run", "--rm", "--entrypoint", "python", image(target), "-c",
                  "import dask; print(dask.config.get('dataframe.shuffle.method'))").stdout.strip()
     assert out == "tasks"
-
-
-def test_environment_comes_in_layers_of_similar_size() -> None:
-    """images/split_layers.py: the environment is four layers, none more than 40 % of it (a push compresses them in
-    parallel); every file each installed package lists is in the image (nothing lost between the layers)."""
-    lines = docker("history", "--no-trunc", "--human=false", "--format", "{{.Size}}\t{{.CreatedBy}}",
-                   image("worker")).stdout.splitlines()
-    environment = [int(size) for size, created in (line.split("\t", 1) for line in lines)
-                   if created.startswith(("COPY /opt/dask ", "COPY /layers/"))]
-    assert len(environment) == 4, lines
-    assert max(environment) < 0.4 * sum(environment), environment
-    missing = docker("run", "--rm", "--entrypoint", "python", image("worker"), "-c",
-                     "import importlib.metadata as m; print(sum(1 for d in m.distributions() for f in d.files or [] "
-                     "if not f.locate().exists() and f.suffix != '.pyc'))").stdout.strip()
-    assert missing == "0"
