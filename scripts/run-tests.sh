@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: set-up, images (both profiles), lint, the molecule sandbox, then pytest over
-# tests/.
+# The whole test suite, as CI runs it: set-up, images (both profiles), then the molecule sandbox with lint and pytest
+# over tests/ beside it.
 # Needs root on a fresh Debian machine (it installs Docker and debootstrap when missing).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -24,18 +24,42 @@ for profile in "$PROFILE" full; do
   [ "$profile" != full ] || break
 done
 
-step "lint"
-bash scripts/lint.sh
+step "browser for the tests (before anything runs beside the sandbox: one apt at a time)"
+bash scripts/setup-browser.sh
+
+# Lint, then pytest, run beside the sandbox at a lower priority (nice 10): the sandbox waits on its hosts, transfers
+# and timers more than it computes, and its processes go first when both want the CPU. Their output is shown after the
+# sandbox's, each with its exit status; any failure fails the run.
+step "lint, then pytest, started beside the sandbox (output below, after the sandbox's)"
+side="$(mktemp -d)"
+SIDE="$side" setsid bash -c '
+  started=$(date +%s)
+  nice -n 10 bash scripts/lint.sh >"$SIDE/lint.log" 2>&1; echo $? >"$SIDE/lint.rc"
+  echo "lint done in $(( $(date +%s) - started )) s" >>"$SIDE/lint.log"
+  started=$(date +%s)
+  nice -n 10 .venv/bin/python -m pytest -v -p no:cacheprovider -n 2 --dist loadfile --durations=15 \
+    --ignore=tests/sandbox tests "$@" >"$SIDE/pytest.log" 2>&1
+  echo $? >"$SIDE/pytest.rc"
+  echo "pytest done in $(( $(date +%s) - started )) s" >>"$SIDE/pytest.log"
+' bash "$@" &
+side_pid=$!
+trap 'kill -- -"$side_pid" 2>/dev/null || true' EXIT
 
 step "sandbox: molecule (create, converge with site.yml, idempotence, verify + testinfra, destroy)"
 started=$(date +%s)
 bash scripts/sandbox.sh test
 echo "sandbox done in $(( $(date +%s) - started )) s"
 
+step "lint and pytest (waited for)"
+wait "$side_pid" || true
+trap - EXIT
+step "lint"
+cat "$side/lint.log"
 step "pytest"
-set +e
-.venv/bin/python -m pytest -v -p no:cacheprovider -n 2 --dist loadfile --durations=15 --ignore=tests/sandbox tests "$@"
-status=$?
-set -e
+cat "$side/pytest.log"
+lint_status="$(cat "$side/lint.rc" 2>/dev/null || echo 1)"
+status="$(cat "$side/pytest.rc" 2>/dev/null || echo 1)"
+rm -rf "$side"
+if [ "$lint_status" != 0 ]; then echo "lint failed (exit $lint_status)" >&2; exit 1; fi
 if [ "$status" = 5 ]; then echo "pytest collected no tests: that is a failure here" >&2; exit 1; fi
 exit "$status"
