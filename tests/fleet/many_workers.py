@@ -67,6 +67,26 @@ def scheduler_stats(host: str, container: str) -> dict[str, str]:
     return {"cpu": parts[0], "memory": parts[1]} if len(parts) >= 2 else {"error": out.stderr.strip()[:200]}
 
 
+METRICS_READ = """
+import time, urllib.request
+started = time.monotonic()
+body = urllib.request.urlopen("http://127.0.0.1:{port}/metrics", timeout=60).read().decode()
+lines = [line for line in body.splitlines() if line and not line.startswith("#")]
+print(len(body), round(time.monotonic() - started, 3), len(lines))
+"""
+
+
+def scheduler_metrics(host: str, port: int) -> dict[str, Any]:
+    """One scrape of the scheduler's /metrics (what Prometheus's dask-scheduler job reads), from inside the scheduler
+    host (the dashboard binds loopback there): bytes, seconds and samples."""
+    out = subprocess.run(["docker", "exec", host, "python3", "-c", METRICS_READ.format(port=port)],
+                         capture_output=True, text=True, check=False)
+    parts = out.stdout.split()
+    if len(parts) != 3:
+        return {"error": (out.stderr.strip() or out.stdout.strip())[-200:]}
+    return {"bytes": int(parts[0]), "seconds": float(parts[1]), "samples": int(parts[2])}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bundle", type=Path, required=True, help="the cluster's client/env.sh")
@@ -77,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
                         "fleet network)")
     parser.add_argument("--scheduler-host", default="fleet-sched")
     parser.add_argument("--scheduler-container", default="dask-scheduler")
+    parser.add_argument("--dashboard-port", type=int, default=8787,
+                        help="the scheduler's HTTP port (dask_dashboard_port), where /metrics is read")
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--memory-limit", default="1GiB",
                         help="each load worker's memory limit (default 1GiB: a limit, not memory taken; under the "
@@ -91,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     before = len(client.scheduler_info(n_workers=-1)["workers"])
     target = before + args.workers
     idle = scheduler_stats(args.scheduler_host, args.scheduler_container)
+    metrics_before = scheduler_metrics(args.scheduler_host, args.dashboard_port)
     stop = multiprocessing.Event()
     share = [args.workers // args.processes + (index < args.workers % args.processes)
              for index in range(args.processes)]
@@ -116,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
                               "scheduler_idle": idle, "scheduler_while_registering": peak}
     time.sleep(10)
     result["scheduler_steady"] = scheduler_stats(args.scheduler_host, args.scheduler_container)
+    result["scheduler_metrics"] = {f"{before}_workers": metrics_before,
+                                   f"{seen}_workers": scheduler_metrics(args.scheduler_host, args.dashboard_port)}
     started = time.monotonic()
     total = client.submit(sum, client.map(lambda x: x + 1, range(4 * args.workers))).result(timeout=300)
     result["map_4_tasks_per_worker"] = {"seconds": round(time.monotonic() - started, 1),

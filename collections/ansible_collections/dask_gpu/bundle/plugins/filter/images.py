@@ -1,0 +1,80 @@
+"""Filters of the images' way to the hosts (roles/dask_images): the build context as files for one write, and whether
+a host has room for the archive and the images it loads."""
+from __future__ import annotations
+
+import fnmatch
+import os
+from pathlib import Path
+from typing import Any
+
+
+def _ignored(relative: Path, patterns: list[str]) -> bool:
+    """A path Docker leaves out: `**/NAME` patterns match any component of it, others the whole relative path."""
+    for pattern in patterns:
+        if pattern.startswith("**/"):
+            if any(fnmatch.fnmatch(part, pattern[3:]) for part in relative.parts):
+                return True
+        elif fnmatch.fnmatch(str(relative), pattern):
+            return True
+    return False
+
+
+def context_files(source: str, dest: str) -> list[dict[str, str]]:
+    """The build context (tasks/build.yml) for the `files` module, one task instead of a module run per file:
+    [{path, content, mode}] for each file under `source` (sorted), its path under `dest`. Text files only (the
+    context is a Dockerfile, requirement lists, pins and Python sources); a binary file fails with its name."""
+    root = Path(source)
+    ignore = root / ".dockerignore"
+    patterns = [line.strip() for line in ignore.read_text().splitlines()
+                if line.strip() and not line.startswith("#")] if ignore.is_file() else []
+    files: list[dict[str, str]] = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        relative = path.relative_to(root)
+        if _ignored(relative, patterns):
+            continue
+        try:
+            content = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{path}: the build context takes text files only ({error})") from error
+        files.append({"path": os.path.join(dest, str(relative)), "content": content,
+                      "mode": f"{path.stat().st_mode & 0o7777:04o}"})
+    return files
+
+
+def _gb(count: int) -> str:
+    return f"{count / 1e9:.1f} GB"
+
+
+def disk_room(df_lines: list[str], size: int, host: str, work_dir: str, docker_root: str) -> str:
+    """'' when `df -B1 --output=avail,source,target WORK_DIR DOCKER_ROOT` (its lines) shows room for an archive of
+    `size` bytes in the work folder and the images it loads (about as much again) under Docker's root: twice the size
+    where both are on one device (a bind mount or volume of the same disk counts as one). Else the problem, naming
+    the host, the folders, what is free and what is needed."""
+    rows = [line.split() for line in df_lines[1:] if line.strip()]
+    if len(rows) != 2 or not all(len(row) == 3 and row[0].isdigit() for row in rows):
+        return f"{host}: the free disk space could not be read from df: {df_lines!r}"
+    (work_avail, work_dev, work_fs), (root_avail, root_dev, root_fs) = rows
+    work_free, root_free = int(work_avail), int(root_avail)
+    if work_dev == root_dev:
+        work_fs = work_fs if work_fs == root_fs else f"{work_fs} and {root_fs} ({work_dev})"
+        root_fs = work_fs
+    short: list[str] = []
+    if work_fs == root_fs:
+        if work_free < 2 * size:
+            short.append(f"{_gb(work_free)} free on {work_fs} (dask_images_work_dir {work_dir} and Docker's root "
+                         f"{docker_root}), {_gb(2 * size)} needed")
+    else:
+        if work_free < size:
+            short.append(f"{_gb(work_free)} free on {work_fs} (dask_images_work_dir {work_dir}), {_gb(size)} needed")
+        if root_free < size:
+            short.append(f"{_gb(root_free)} free on {root_fs} (Docker's root {docker_root}), {_gb(size)} needed")
+    if not short:
+        return ""
+    return (f"{host}: not enough free disk for the images' archive ({_gb(size)}) and the images it loads: "
+            f"{'; '.join(short)}. Free space there (unused images: docker image prune -a), or set "
+            "dask_images_work_dir to a larger file system.")
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {"context_files": context_files, "disk_room": disk_room}
