@@ -26,11 +26,11 @@ def run(capsys: pytest.CaptureFixture[str], **args: object) -> dict[str, object]
     return result
 
 
-def parts(controller: Path, **host: object) -> dict[str, str]:
+def parts(controller: Path, fast: bool = True, **host: object) -> dict[str, str]:
     model = {"name": "w1", "worker_count": 1, "deployed": {"versions": {"dask": "2026.10.0"}},
              "gpu_health": {"GPU-1": {"temperature": 41}}, **host}
-    return converge_parts({"w1": {"dask_worker_nthreads": 2}}, {"w1": model}, {"w1": ["dask_cpu_workers"]},
-                          "26.10-cuda12-lean-abc", str(ROOT), str(controller), 30)
+    return converge_parts({"w1": {"dask_worker_nthreads": 2, "dask_fast_rerun": fast}}, {"w1": model},
+                          {"w1": ["dask_cpu_workers"]}, "26.10-cuda12-lean-abc", str(ROOT), str(controller), 30)
 
 
 def certificate(path: Path, days: int) -> None:
@@ -48,9 +48,10 @@ def test_parts_ignore_what_a_run_writes_and_follow_inputs_and_controller_files(t
     certificate(tmp_path / "tls" / "w1.crt", 400)
     first = parts(tmp_path)
     assert first == parts(tmp_path, deployed={"versions": {"dask": "2026.11.0"}}, gpu_health={"GPU-1": {"t": 80}})
+    assert first == parts(tmp_path, fast=False)
     assert first["renewal_due"] == "" and set(first) == {"code", "image_tag", "controller_files", "renewal_due",
-                                                         "host w1"}
-    assert parts(tmp_path, worker_count=2)["host w1"] != first["host w1"]
+                                                         "host w1", "model w1"}
+    assert parts(tmp_path, worker_count=2)["model w1"] != first["model w1"]
     (tmp_path / "client").mkdir()
     (tmp_path / "client" / "env.sh").write_text("export DASK_SCHEDULER_ADDRESS=tls://10.0.0.1:8786\n")
     assert parts(tmp_path)["controller_files"] != first["controller_files"]
@@ -76,8 +77,8 @@ def test_record_then_check_intact_until_a_file_unit_or_part_changes(tmp_path: Pa
     assert run(capsys, path=str(record), parts=given, state="check") == {"changed": False, "intact": True,
                                                                           "reason": ""}
     changed = run(capsys, path=str(record), parts={**given, "host w1": "h2"}, state="check")
-    assert changed["intact"] is False and changed["reason"] == "w1's settings, groups or model changed since the " \
-                                                               "last converge"
+    assert changed["intact"] is False and changed["reason"] == "w1's settings or groups changed since the last " \
+                                                               "converge"
     joined = run(capsys, path=str(record), parts={**given, "host w2": "h3"}, state="check")
     assert joined["reason"] == "w2 joined the cluster since the last converge"
     due = run(capsys, path=str(record), parts={**given, "renewal_due": "w1.crt expires 2026-12-01"}, state="check")

@@ -13,6 +13,8 @@ from typing import Any
 
 # The bundle's code a converge runs (under the repository); images/ is in the image tag.
 CODE = ("site.yml", "playbooks", "roles", "collections/ansible_collections/dask_gpu")
+# Settings that change how a run goes, not what it deploys.
+RUN_ONLY = ("dask_fast_rerun",)
 # A host model's keys read from facts that a run writes or that change on their own (readings), not inputs.
 VOLATILE = ("deployed", "other_clusters", "legacy", "gpu_health", "record")
 
@@ -55,8 +57,9 @@ def converge_parts(settings: Mapping[str, Mapping[str, Any]], hosts: Mapping[str
              "renewal_due": _renewal_due(artifacts / "tls", renew_days) if (artifacts / "tls").is_dir() else ""}
     for name in sorted(hosts):
         model = {key: value for key, value in hosts[name].items() if key not in VOLATILE}
-        parts[f"host {name}"] = _hash({"settings": settings.get(name), "groups": sorted(groups.get(name) or []),
-                                       "model": model})
+        given = {key: value for key, value in (settings.get(name) or {}).items() if key not in RUN_ONLY}
+        parts[f"host {name}"] = _hash({"settings": given, "groups": sorted(groups.get(name) or [])})
+        parts[f"model {name}"] = _hash(model)
     return parts
 
 

@@ -108,7 +108,9 @@ def differences(record: dict[str, Any], parts: dict[str, Any], module: AnsibleMo
         if name.startswith("host ") and name not in parts:
             return f"{name[5:]} left the cluster since the last converge"
         if name.startswith("host "):
-            return f"{name[5:]}'s settings, groups or model changed since the last converge"
+            return f"{name[5:]}'s settings or groups changed since the last converge"
+        if name.startswith("model "):
+            return f"{name[6:]}'s model changed since the last converge (what its facts give: addresses, CPUs, GPUs)"
         return f"{WHAT.get(name, name)} changed since the last converge"
     files: dict[str, str] = record.get("files") or {}
     now = fingerprint(list(record.get("paths") or []), module.params["path"])
