@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.dask_gpu.bundle.plugins.filter.converge import converge_parts
 from ansible_collections.dask_gpu.bundle.plugins.modules import converged
@@ -95,3 +96,22 @@ def test_record_then_check_intact_until_a_file_unit_or_part_changes(tmp_path: Pa
 def test_no_record_is_not_intact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     result = run(capsys, path=str(tmp_path / "converged.json"), parts={"code": "c"}, state="check")
     assert result == {"changed": False, "intact": False, "reason": "no converge was recorded"}
+
+
+def test_the_record_knows_every_tag_of_site_yml() -> None:
+    """roles/dask_record/vars/main.yml lists site.yml's tags: a run skipping one is not a whole converge."""
+    tags: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "tags":
+                    tags.update(value if isinstance(value, list) else [value])
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(yaml.safe_load((ROOT / "site.yml").read_text()))
+    listed = yaml.safe_load((ROOT / "roles" / "dask_record" / "vars" / "main.yml").read_text())
+    assert sorted(listed["dask_record__site_tags"]) == sorted(tags)
