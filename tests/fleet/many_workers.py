@@ -100,9 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dashboard-port", type=int, default=8787,
                         help="the scheduler's HTTP port (dask_dashboard_port), where /metrics is read")
     parser.add_argument("--timeout", type=float, default=600)
-    parser.add_argument("--memory-limit", default="1GiB",
-                        help="each load worker's memory limit (default 1GiB: a limit, not memory taken; under the "
-                        "verification's probe size the workers pause and its probes never finish)")
+    parser.add_argument("--memory-limit", default="0",
+                        help="each load worker's memory limit (default 0: none. The workers of one process share its "
+                        "memory, and a worker's limit is checked against the whole process's: with a limit, every "
+                        "worker of a process pauses once the process holds more than it, and no task finishes)")
     parser.add_argument("--verify", action="store_true", help="run dask-gpu-verify against all of them")
     parser.add_argument("--bandwidth-mib", type=int, default=16,
                         help="the verification's per-worker bandwidth probe size (default 16 MiB)")
