@@ -51,13 +51,20 @@ def test_parts_ignore_what_a_run_writes_and_follow_inputs_and_controller_files(t
     assert first == parts(tmp_path, deployed={"versions": {"dask": "2026.11.0"}}, gpu_health={"GPU-1": {"t": 80}})
     assert first == parts(tmp_path, fast=False)
     assert first["renewal_due"] == "" and set(first) == {"code", "image_tag", "controller_files", "renewal_due",
-                                                         "host w1", "model w1"}
+                                                         "host w1", "model w1", "inventory_groups"}
     assert parts(tmp_path, worker_count=2)["model w1"] != first["model w1"]
     (tmp_path / "client").mkdir()
     (tmp_path / "client" / "env.sh").write_text("export DASK_SCHEDULER_ADDRESS=tls://10.0.0.1:8786\n")
     assert parts(tmp_path)["controller_files"] != first["controller_files"]
+    certificate(tmp_path / "tls" / "ca.crt", 10)  # not renewed for age
+    certificate(tmp_path / "tls" / "gone.crt", 10)  # a host no longer in the cluster
+    assert parts(tmp_path)["renewal_due"] == ""
     certificate(tmp_path / "tls" / "w1.crt", 10)
     assert parts(tmp_path)["renewal_due"].startswith("w1.crt expires ")
+    unfit = [{"index": 0, "uuid": "GPU-1", "problems": ["temperature 91 C"]}]
+    moved = [{"index": 0, "uuid": "GPU-1", "problems": ["temperature 93 C"]}]
+    assert parts(tmp_path, gpus_unfit=unfit)["model w1"] == parts(tmp_path, gpus_unfit=moved)["model w1"]
+    assert parts(tmp_path, gpus_unfit=unfit)["model w1"] != parts(tmp_path)["model w1"]
 
 
 def test_record_then_check_intact_until_a_file_unit_or_part_changes(tmp_path: Path,

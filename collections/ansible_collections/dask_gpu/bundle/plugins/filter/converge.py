@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-# The bundle's code a converge runs (under the repository); images/ is in the image tag.
-CODE = ("site.yml", "playbooks", "roles", "collections/ansible_collections/dask_gpu")
+# The bundle's code a converge runs (under the repository), images/ included (roles read its dask-config and verify).
+CODE = ("site.yml", "playbooks", "roles", "collections/ansible_collections/dask_gpu", "images")
 # Settings that change how a run goes, not what it deploys.
 RUN_ONLY = ("dask_fast_rerun",)
 # A host model's keys read from facts that a run writes or that change on their own (readings), not inputs.
@@ -34,29 +34,44 @@ def _tree(root: Path, paths: tuple[str, ...]) -> str:
     return digest.hexdigest()[:16]
 
 
-def _renewal_due(tls: Path, renew_days: int) -> str:
-    """'' or the first certificate on the controller that expires within renew_days (site.yml renews it)."""
+def _renewal_due(controller: Path, hosts: list[str], renew_days: int) -> str:
+    """'' or every certificate site.yml renews when due (the hosts' and the client's; not the CA's, which is not
+    renewed for age) that expires within renew_days, with its date."""
     from cryptography import x509  # the controller's, as module cluster_pki uses
 
     limit = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=renew_days)
-    for path in sorted(tls.glob("*.crt")):
-        cert = x509.load_pem_x509_certificate(path.read_bytes())
-        if cert.not_valid_after_utc <= limit:
-            return f"{path.name} expires {cert.not_valid_after_utc:%Y-%m-%d}"
-    return ""
+    due = []
+    for path in [controller / "tls" / f"{name}.crt" for name in sorted(hosts)] + [controller / "client" / "client.crt"]:
+        if path.is_file():
+            cert = x509.load_pem_x509_certificate(path.read_bytes())
+            if cert.not_valid_after_utc <= limit:
+                due.append(f"{path.name} expires {cert.not_valid_after_utc:%Y-%m-%d}")
+    return ", ".join(due)
+
+
+def _stable(model: Mapping[str, Any]) -> dict[str, Any]:
+    """A host model without what a run writes or what moves on its own: an unfit GPU by its index and UUID only
+    (its problems name live readings), a health error as its presence."""
+    kept = {key: value for key, value in model.items() if key not in VOLATILE}
+    kept["gpus_unfit"] = [{"index": gpu.get("index"), "uuid": gpu.get("uuid")}
+                          for gpu in model.get("gpus_unfit") or [] if isinstance(gpu, Mapping)]
+    kept["gpu_health_error"] = bool(model.get("gpu_health_error"))
+    return kept
 
 
 def converge_parts(settings: Mapping[str, Mapping[str, Any]], hosts: Mapping[str, Mapping[str, Any]],
                    groups: Mapping[str, list[str]], image_tag: str, repo: str, controller: str,
-                   renew_days: int) -> dict[str, str]:
-    """name -> hash (or a reason, for renewal_due) of everything a converge of these hosts depends on."""
+                   renew_days: int, inventory_groups: Mapping[str, list[str]] | None = None) -> dict[str, str]:
+    """name -> hash (or the certificates due, for renewal_due) of everything a converge of these hosts depends on;
+    inventory_groups: the inventory's groups in order (which host is the scheduler, monitoring or notebook host)."""
     root, artifacts = Path(repo), Path(controller)
     parts = {"code": _tree(root, CODE), "image_tag": image_tag,
              "controller_files": _tree(artifacts, tuple(name for name in ("tls", "client")
                                                         if (artifacts / name).is_dir())),
-             "renewal_due": _renewal_due(artifacts / "tls", renew_days) if (artifacts / "tls").is_dir() else ""}
+             "renewal_due": _renewal_due(artifacts, list(hosts), renew_days),
+             "inventory_groups": _hash(dict(inventory_groups or {}))}
     for name in sorted(hosts):
-        model = {key: value for key, value in hosts[name].items() if key not in VOLATILE}
+        model = _stable(hosts[name])
         given = {key: value for key, value in (settings.get(name) or {}).items() if key not in RUN_ONLY}
         parts[f"host {name}"] = _hash({"settings": given, "groups": sorted(groups.get(name) or [])})
         parts[f"model {name}"] = _hash(model)

@@ -92,7 +92,8 @@ def active(module: AnsibleModule, units: list[str]) -> list[str]:
 
 
 WHAT = {"code": "the bundle's code", "image_tag": "the images' tag (images/ or the build settings)",
-        "controller_files": "the controller's certificates or client bundle"}
+        "controller_files": "the controller's certificates or client bundle",
+        "inventory_groups": "the inventory's groups"}
 
 
 def differences(record: dict[str, Any], parts: dict[str, Any], module: AnsibleModule) -> str:
