@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: set-up, images (both profiles), then the molecule sandbox with lint and pytest
-# over tests/ beside it.
+# over tests/ beside its feature suites.
 # Needs root on a fresh Debian machine (it installs Docker and debootstrap when missing).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -27,12 +27,15 @@ done
 step "browser for the tests (before anything runs beside the sandbox: one apt at a time)"
 bash scripts/setup-browser.sh
 
-# Lint, then pytest, run beside the sandbox at a lower priority (nice 10): the sandbox waits on its hosts, transfers
-# and timers more than it computes, and its processes go first when both want the CPU. Their output is shown after the
-# sandbox's, each with its exit status; any failure fails the run.
-step "lint, then pytest, started beside the sandbox (output below, after the sandbox's)"
+# Lint, then pytest, run beside the sandbox's feature suites at a lower priority (nice 10): they start when molecule's
+# side effect starts (the suites wait on their hosts, Dask and timers more than they compute), not during the converge
+# (its image export, copies, loads and pushes are disk-bound, and slowed by a third as much again with pytest beside
+# them). Their output is shown after the sandbox's, each with its exit status; any failure fails the run. A sandbox that
+# stops before its side effect lets them run after it.
+step "lint, then pytest, started beside the sandbox's feature suites (output below, after the sandbox's)"
 side="$(mktemp -d)"
 SIDE="$side" setsid bash -c '
+  until [ -e "$SIDE/go" ]; do sleep 5; done
   started=$(date +%s)
   nice -n 10 bash scripts/lint.sh >"$SIDE/lint.log" 2>&1; echo $? >"$SIDE/lint.rc"
   echo "lint done in $(( $(date +%s) - started )) s" >>"$SIDE/lint.log"
@@ -45,10 +48,14 @@ SIDE="$side" setsid bash -c '
 side_pid=$!
 trap 'kill -- -"$side_pid" 2>/dev/null || true' EXIT
 
-step "sandbox: molecule (create, converge with site.yml, idempotence, verify + testinfra, destroy)"
+step "sandbox: molecule (create, converge with site.yml, idempotence, verify + testinfra, suites, destroy)"
 started=$(date +%s)
-bash scripts/sandbox.sh test
+bash scripts/sandbox.sh test 2>&1 | while IFS= read -r line; do
+  printf '%s\n' "$line"
+  case "$line" in *"[default > side_effect] Executing"*) touch "$side/go" ;; esac
+done
 echo "sandbox done in $(( $(date +%s) - started )) s"
+touch "$side/go"
 
 step "lint and pytest (waited for)"
 wait "$side_pid" || true

@@ -67,6 +67,19 @@ def test_parts_ignore_what_a_run_writes_and_follow_inputs_and_controller_files(t
     assert parts(tmp_path, gpus_unfit=unfit)["model w1"] != parts(tmp_path)["model w1"]
 
 
+
+def test_groups_a_run_fills_compare_without_their_order_and_the_inventorys_with_it(tmp_path: Path) -> None:
+    """group_by fills dask_workers in whichever order the hosts got there (the sandbox's CI run saw it change between
+    two runs); the inventory's own groups keep their order (their first host is the scheduler or monitoring host)."""
+    def groups(workers: list[str], scheduler: list[str]) -> str:
+        return converge_parts({}, {}, {}, "tag", str(ROOT), str(tmp_path), 30,
+                              {"dask_workers": workers, "dask_scheduler": scheduler}, ["dask_workers"])[
+                                  "inventory_groups"]
+
+    assert groups(["w1", "w2"], ["s1", "s2"]) == groups(["w2", "w1"], ["s1", "s2"])
+    assert groups(["w1", "w2"], ["s1", "s2"]) != groups(["w1", "w2"], ["s2", "s1"])
+    assert groups(["w1", "w2"], ["s1"]) != groups(["w1"], ["s1"])
+
 def test_record_then_check_intact_until_a_file_unit_or_part_changes(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "etc-dask"

@@ -61,15 +61,20 @@ def _stable(model: Mapping[str, Any]) -> dict[str, Any]:
 
 def converge_parts(settings: Mapping[str, Mapping[str, Any]], hosts: Mapping[str, Mapping[str, Any]],
                    groups: Mapping[str, list[str]], image_tag: str, repo: str, controller: str,
-                   renew_days: int, inventory_groups: Mapping[str, list[str]] | None = None) -> dict[str, str]:
+                   renew_days: int, inventory_groups: Mapping[str, list[str]] | None = None,
+                   run_groups: tuple[str, ...] | list[str] = ()) -> dict[str, str]:
     """name -> hash (or the certificates due, for renewal_due) of everything a converge of these hosts depends on;
-    inventory_groups: the inventory's groups in order (which host is the scheduler, monitoring or notebook host)."""
+    inventory_groups: the inventory's groups in order (which host is the scheduler, monitoring or notebook host);
+    run_groups: those of them a run fills with group_by, in whichever order the hosts got there (their members are
+    compared sorted)."""
     root, artifacts = Path(repo), Path(controller)
+    ordered = {name: sorted(members) if name in run_groups else list(members)
+               for name, members in (inventory_groups or {}).items()}
     parts = {"code": _tree(root, CODE), "image_tag": image_tag,
              "controller_files": _tree(artifacts, tuple(name for name in ("tls", "client")
                                                         if (artifacts / name).is_dir())),
              "renewal_due": _renewal_due(artifacts, list(hosts), renew_days),
-             "inventory_groups": _hash(dict(inventory_groups or {}))}
+             "inventory_groups": _hash(ordered)}
     for name in sorted(hosts):
         model = _stable(hosts[name])
         given = {key: value for key, value in (settings.get(name) or {}).items() if key not in RUN_ONLY}
