@@ -67,7 +67,6 @@ def test_parts_ignore_what_a_run_writes_and_follow_inputs_and_controller_files(t
     assert parts(tmp_path, gpus_unfit=unfit)["model w1"] != parts(tmp_path)["model w1"]
 
 
-
 def test_groups_a_run_fills_compare_without_their_order_and_the_inventorys_with_it(tmp_path: Path) -> None:
     """group_by fills dask_workers in whichever order the hosts got there (the sandbox's CI run saw it change between
     two runs); the inventory's own groups keep their order (their first host is the scheduler or monitoring host)."""
@@ -79,6 +78,7 @@ def test_groups_a_run_fills_compare_without_their_order_and_the_inventorys_with_
     assert groups(["w1", "w2"], ["s1", "s2"]) == groups(["w2", "w1"], ["s1", "s2"])
     assert groups(["w1", "w2"], ["s1", "s2"]) != groups(["w1", "w2"], ["s2", "s1"])
     assert groups(["w1", "w2"], ["s1"]) != groups(["w1"], ["s1"])
+
 
 def test_record_then_check_intact_until_a_file_unit_or_part_changes(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
@@ -136,3 +136,23 @@ def test_the_record_knows_every_tag_of_site_yml() -> None:
     walk(yaml.safe_load((ROOT / "site.yml").read_text()))
     role_vars = yaml.safe_load((ROOT / "roles" / "dask_record" / "vars" / "main.yml").read_text())
     assert sorted(tags) in [sorted(value) for value in role_vars.values() if isinstance(value, list)], role_vars
+
+
+def test_the_record_knows_every_group_a_run_fills() -> None:
+    """roles/dask_record/vars/main.yml lists the groups a run fills with group_by (compared without their order): the
+    same as the group_by keys of the roles' tasks, but for dask_unchanged, the fast rerun's own answer."""
+    keys: set[str] = set()
+
+    def walk(tasks: object) -> None:
+        for task in tasks if isinstance(tasks, list) else []:
+            if isinstance(task, dict):
+                if "ansible.builtin.group_by" in task:
+                    keys.add(task["ansible.builtin.group_by"]["key"])
+                for nested in ("block", "rescue", "always"):
+                    walk(task.get(nested))
+
+    for path in (ROOT / "roles").glob("*/tasks/*.yml"):
+        walk(yaml.safe_load(path.read_text()))
+    keys -= {"dask_unchanged"}
+    role_vars = yaml.safe_load((ROOT / "roles" / "dask_record" / "vars" / "main.yml").read_text())
+    assert sorted(keys) in [sorted(value) for value in role_vars.values() if isinstance(value, list)], (keys, role_vars)
