@@ -29,7 +29,9 @@ import threading
 import time
 from typing import Any
 
+from ansible import constants as C  # noqa: N812 - Ansible's own name for it
 from ansible.plugins.callback.default import CallbackModule as DefaultCallback
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.preload import preload
 
 
 class CallbackModule(DefaultCallback):  # type: ignore[misc]  # ansible-core ships no type hints
@@ -39,6 +41,8 @@ class CallbackModule(DefaultCallback):  # type: ignore[misc]  # ansible-core shi
 
     def __init__(self) -> None:
         super().__init__()
+        # Loaded in the main process, so every forked worker inherits them (plugin_utils/preload.py).
+        preload(C.DEFAULT_ROLES_PATH or [])
         self._lock = threading.Lock()
         self._task_name = ""
         self._task_started = 0.0

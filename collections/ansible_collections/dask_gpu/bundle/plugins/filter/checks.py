@@ -1,5 +1,5 @@
-"""Filters of the checks: every problem of one host (plugin_utils/checks.py), [] when there is none; every host's
-problems from the inventory alone (plugin_utils/inventory_check.py)."""
+"""Filters of the checks: every problem of one host, or of every host of a play at once (plugin_utils/checks.py), []
+when there is none; every host's problems from the inventory alone (plugin_utils/inventory_check.py)."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,4 +9,5 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import checks, inv
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"problems": checks.problems, "inventory_check": inventory_check.inventory_check}
+        return {"problems": checks.problems, "hosts_problems": checks.hosts_problems,
+                "inventory_check": inventory_check.inventory_check}

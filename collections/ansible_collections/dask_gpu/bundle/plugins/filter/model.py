@@ -11,6 +11,7 @@ class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {"role_specs": settings.role_specs, "resolve_settings": settings.resolve,
                 "typed_settings": settings.typed_settings, "host_model": model.host_model,
-                "cluster_model": model.cluster_model, "advice": model.advice, "cluster_advice": model.cluster_advice,
+                "cluster_model": model.cluster_model, "advice": model.advice, "hosts_advice": model.hosts_advice,
+                "cluster_advice": model.cluster_advice,
                 "cluster_hosts": cluster_hosts, "worker_hosts": worker_hosts, "roll_plan": rolling.plan,
                 "image_packages": extras.package_lines}

@@ -355,6 +355,13 @@ def cluster_model(settings: Mapping[str, Any], hosts: Mapping[str, Mapping[str, 
     return model
 
 
+def hosts_advice(hosts: list[str], hostvars: Mapping[str, Any]) -> list[str]:
+    """advice() of every host, each line led by the host's name: one controller task prints them all (hostvars: each
+    host's dask_host and dask_settings)."""
+    return [f"{host}: {line}" for host in hosts
+            for line in advice(hostvars[host]["dask_host"], hostvars[host]["dask_settings"])]
+
+
 def cluster_advice(cluster: Mapping[str, Any]) -> list[str]:
     """What the cluster's size wants from the settings (printed, never refused), from every feature."""
     return [line for feature in FEATURES if feature.advice is not None for line in feature.advice(cluster)]

@@ -37,6 +37,7 @@ string holding JSON or key=value pairs; raw takes anything.
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import re
@@ -236,6 +237,8 @@ def meaning(spec: Mapping[str, Any]) -> str:
     return " ".join(str(item) for item in items if item is not None and not str(item).startswith(ALLOWED_PREFIX))
 
 
+# Cached: typed_settings parses every option's constraint for every host; the text is all it depends on.
+@functools.cache
 def parse_constraint(text: str) -> Constraint:
     """Parse the text after 'Allowed:' (see the module docstring); SpecError if the grammar lacks it."""
     rest = text.strip()
