@@ -36,12 +36,15 @@ def test_private_variables_stay_inside_their_role() -> None:
 
 
 def test_roles_do_not_include_each_other_except_public_entry_points() -> None:
-    """Cross-role entry points are the documented ones: each has its own argument spec entry."""
+    """Cross-role entry points are the documented ones: each has its own argument spec entry, or, when it takes no
+    options, a line `#   NAME: what it does` in the spec file's opening comment (an entry would cost a validation
+    task per host and call that checks nothing)."""
     entry = re.compile(r"name: (\w+)\n\s+tasks_from: (\w+)")
     for path in files():
         for role, tasks in entry.findall(path.read_text()):
             specs = (ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text()
-            assert re.search(rf"^  {tasks}:", specs, re.M), f"{path.relative_to(ROOT)}: {role}/{tasks} is undocumented"
+            assert re.search(rf"^(  |#   ){tasks}: ", specs, re.M) or re.search(rf"^  {tasks}:$", specs, re.M), \
+                f"{path.relative_to(ROOT)}: {role}/{tasks} is undocumented"
 
 
 def test_the_spec_builder_makes_the_compose_command_lines() -> None:

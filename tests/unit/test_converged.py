@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -139,8 +140,9 @@ def test_the_record_knows_every_tag_of_site_yml() -> None:
 
 
 def test_the_record_knows_every_group_a_run_fills() -> None:
-    """roles/dask_record/vars/main.yml lists the groups a run fills with group_by (compared without their order): the
-    same as the group_by keys of the roles' tasks, but for dask_unchanged, the fast rerun's own answer."""
+    """roles/dask_record/vars/main.yml lists the groups a run fills with group_by or add_host (compared without their
+    order): the same as the group_by keys and add_host groups of the roles' tasks (names quoted in a templated list
+    count), but for dask_unchanged, the fast rerun's own answer."""
     keys: set[str] = set()
 
     def walk(tasks: object) -> None:
@@ -148,6 +150,9 @@ def test_the_record_knows_every_group_a_run_fills() -> None:
             if isinstance(task, dict):
                 if "ansible.builtin.group_by" in task:
                     keys.add(task["ansible.builtin.group_by"]["key"])
+                if "ansible.builtin.add_host" in task:
+                    named = task["ansible.builtin.add_host"].get("groups", [])
+                    keys.update(named if isinstance(named, list) else re.findall(r"(?<!groups)\['([a-z_]+)'\]", named))
                 for nested in ("block", "rescue", "always"):
                     walk(task.get(nested))
 

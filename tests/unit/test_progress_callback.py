@@ -42,3 +42,17 @@ def test_a_long_task_prints_progress_with_its_size_time_and_hosts(tmp_path: Path
     seconds = [int(m.group(1)) for m in map(pattern.match, lines) if m]
     assert len(seconds) >= 2 and seconds == sorted(seconds) and seconds[-1] >= 4, run.stdout
     assert not any("Quick task" in line for line in lines), lines
+
+
+def test_the_main_process_preloads_every_filter_and_the_specs_its_forks_read() -> None:
+    """plugin_utils/preload.py (called by this callback's constructor): every filter plugin file is imported, and every
+    option of every role's spec has its constraint parsed, so Ansible's forks inherit them."""
+    from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import options, preload
+
+    folder = ROOT / "collections" / "ansible_collections" / "dask_gpu" / "bundle" / "plugins" / "filter"
+    filters = {path.stem for path in folder.glob("*.py")}
+    assert set(preload.filters()) == filters - {"__init__"}
+    options.parse_constraint.cache_clear()
+    count = preload.specs([str(ROOT / "roles"), str(ROOT / "no-such-roles")])
+    assert count > 100
+    assert options.parse_constraint.cache_info().currsize > 20

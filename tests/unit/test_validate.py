@@ -613,3 +613,21 @@ def test_only_worker_hosts_can_be_retired() -> None:
     assert problems(context("c1", dask_host_state="retired")) == []
     one(context("s1", dask_host_state="retired"), "dask_host_state=retired is for worker hosts")
     one(context("c1", dask_host_state="gone"), "dask_host_state")
+
+
+# ------------------------------------------------------------------------- every host in one controller task
+
+def test_every_hosts_problems_in_one_task_are_each_hosts_own_in_play_order() -> None:
+    """validate.yml's hosts_problems: the problems of each host as problems() finds them for that host alone, the
+    inventory-wide checks on the first host only; what a host was given comes from `given`, its facts from hostvars."""
+    bad = {"c1": {"dask_worker_nthreads": "lots"}, "g1": {"dask_worker_gpus": ["7"]}}
+    alone = [context(host, inventory_checks=index == 0, **bad.get(host, {})) for index, host in enumerate(["c1", "g1"])]
+    hostvars = {ctx["host"]: {"ansible_facts": ctx["facts"], "gpu_facts_found": ctx["gpus"]} for ctx in alone}
+    common = {key: alone[0][key] for key in ("specs", "groups", "pins")}
+    common["given"] = {ctx["host"]: ctx["settings"] for ctx in alone}
+    common["given_names"] = {ctx["host"]: ctx["set"] for ctx in alone}
+    together = checks_filter.FilterModule().filters()["hosts_problems"](["c1", "g1"], hostvars, common)
+    each = [problem for ctx in alone for problem in problems(ctx)]
+    assert together == each
+    assert [p for p in together if p.startswith("host c1: dask_worker_nthreads")]
+    assert [p for p in together if p.startswith("host g1: dask_worker_gpus")]

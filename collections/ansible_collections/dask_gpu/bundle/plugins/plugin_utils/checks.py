@@ -391,16 +391,19 @@ def problems(context: Any) -> list[str]:
 
 
 def hosts_problems(hosts: list[str], hostvars: Mapping[str, Any], common: Mapping[str, Any]) -> list[str]:
-    """Every problem of every host, in one controller task (the play's hosts, in order): each host's context is its
-    own facts (dask__given, dask__given_names, ansible_facts, gpu_facts_found, dask_host from hostvars) and `common`
-    (specs, groups, cluster, pins: the same for all); the first host also runs the inventory-wide checks. One task for
-    all hosts passes the cluster model, which grows with the host count, once instead of once per host."""
+    """Every problem of every host, in one controller task (the play's hosts, in order). `common`: specs, groups,
+    cluster and pins (the same for all), and given and given_names ({host: the variables set for it, their names}, as
+    the role read them); each host's facts, GPUs and model come from hostvars (ansible_facts, gpu_facts_found,
+    dask_host). The first host also runs the inventory-wide checks. One task for all hosts passes the cluster model,
+    which grows with the host count, once instead of once per host."""
+    given, names = _mapping(common.get("given")), _mapping(common.get("given_names"))
+    shared = {key: value for key, value in common.items() if key not in ("given", "given_names")}
     found: list[str] = []
     for index, host in enumerate(hosts):
         values = hostvars[host]
-        given = _mapping(values.get("dask__given"))
-        found += problems({**common, "host": host, "settings": typing.resolve(given, _mapping(common.get("specs"))),
-                           "set": _sequence(values.get("dask__given_names")), "facts": values.get("ansible_facts"),
+        found += problems({**shared, "host": host,
+                           "settings": typing.resolve(_mapping(given.get(host)), _mapping(common.get("specs"))),
+                           "set": _sequence(names.get(host)), "facts": values.get("ansible_facts"),
                            "gpus": values.get("gpu_facts_found"), "host_model": values.get("dask_host"),
                            "inventory_checks": index == 0})
     return found
