@@ -4,8 +4,9 @@ process loads before any task).
 Ansible forks a worker per host and task. A worker imports the filter plugins its task calls and reads the roles'
 argument specs unless the main process already holds them, and then drops them when it exits: on the 2-core CI
 machine type 0.5 s of controller CPU per worker for the imports and 0.1 s each for the specs and their parsed
-`Allowed:` constraints, on every task that calls a filter (docs/fleets.md, "Where a host's controller time went").
-Loaded here once, every fork has them. Nothing here is required: a failure leaves the work to the task, as before."""
+`Allowed:` constraints, on every task that calls a filter (docs/fleets.md, "One load for all forks, one task for
+all hosts' checks"). Loaded here once, every fork has them. Nothing here is required: a failure leaves the work to
+the task, as before."""
 from __future__ import annotations
 
 import contextlib
