@@ -48,3 +48,14 @@ def test_every_gpu_fit_keeps_all_and_the_record_keeps_the_first_nvlink_count() -
     recorded = {**FACTS, "ansible_local": {"dask_cluster_dask": {"name": "dask", "gpu_nvlinks": {UUID1: 18}}}}
     later = hosts(probe(**{UUID1: {"nvlink_active": 17}}), facts=recorded)["hosts"]["g1"]
     assert later["record"]["claims"]["gpu_nvlinks"] == {UUID0: 18, UUID1: 18}
+
+
+def test_every_hosts_advice_in_one_task_names_each_host() -> None:
+    """model.yml prints every host's advice in one controller task (hosts_advice): the lines of advice() for each host
+    in order, each naming its host (no second prefix)."""
+    unfit = probe(**{UUID1: {"healthy": False, "problems": ["2 uncorrectable ECC errors since the driver loaded"]}})
+    built = hosts(unfit)
+    hostvars = {name: {"dask_host": host, "dask_settings": built["settings"]} for name, host in built["hosts"].items()}
+    lines = model.hosts_advice(["s1", "g1"], hostvars)
+    assert lines == [line for name in ("s1", "g1") for line in model.advice(built["hosts"][name], built["settings"])]
+    assert lines and all(line.startswith("host g1: ") for line in lines if "left out" in line)

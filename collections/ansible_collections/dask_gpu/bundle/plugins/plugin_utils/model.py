@@ -356,10 +356,9 @@ def cluster_model(settings: Mapping[str, Any], hosts: Mapping[str, Mapping[str, 
 
 
 def hosts_advice(hosts: list[str], hostvars: Mapping[str, Any]) -> list[str]:
-    """advice() of every host, each line led by the host's name: one controller task prints them all (hostvars: each
-    host's dask_host and dask_settings)."""
-    return [f"{host}: {line}" for host in hosts
-            for line in advice(hostvars[host]["dask_host"], hostvars[host]["dask_settings"])]
+    """advice() of every host in order (each line names its host): one controller task prints them all (hostvars:
+    each host's dask_host and dask_settings)."""
+    return [line for host in hosts for line in advice(hostvars[host]["dask_host"], hostvars[host]["dask_settings"])]
 
 
 def cluster_advice(cluster: Mapping[str, Any]) -> list[str]:
