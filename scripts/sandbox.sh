@@ -3,6 +3,7 @@
 #   scripts/sandbox.sh up      create the hosts, converge with site.yml, run playbooks/verify.yml, show how to connect
 #   scripts/sandbox.sh test    the full molecule sequence: create, converge, idempotence, verify, destroy
 #   scripts/sandbox.sh down    remove the hosts and their network
+#   scripts/sandbox.sh host-image  build only the hosts' image, dask-sandbox-host:bookworm (tests/fleet/fleet.py uses it)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -10,14 +11,18 @@ action="${1:-up}"
 export PATH="$root/.venv/bin:$PATH"
 export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_COLOR=1
 
-prepare() {
-  bash scripts/setup-venv.sh
-  bash scripts/setup-docker.sh
-  command -v rsync >/dev/null || { apt-get update -qq && apt-get install -y -qq rsync >/dev/null; }
+host_image() {
   . scripts/dotenv.sh
   bash scripts/base-images.sh
   docker build -q -t "dask-sandbox-host:bookworm" --build-arg "BASE_IMAGE=$BASE_IMAGE" \
     -f molecule/default/Dockerfile.host molecule/default >/dev/null
+}
+
+prepare() {
+  bash scripts/setup-venv.sh
+  bash scripts/setup-docker.sh
+  command -v rsync >/dev/null || { apt-get update -qq && apt-get install -y -qq rsync >/dev/null; }
+  host_image
 }
 
 case "$action" in
@@ -60,5 +65,8 @@ MSG
   down)
     molecule destroy
     ;;
-  *) echo "usage: $0 up|test|down" >&2; exit 2 ;;
+  host-image)
+    host_image
+    ;;
+  *) echo "usage: $0 up|test|down|host-image" >&2; exit 2 ;;
 esac

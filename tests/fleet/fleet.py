@@ -60,11 +60,7 @@ def create(hosts: list[str], connection: str, key: Path) -> None:
     if docker("network", "inspect", NETWORK, check=False).returncode != 0:
         docker("network", "create", "--subnet", SUBNET, NETWORK)
     if docker("image", "inspect", HOST_IMAGE, check=False).returncode != 0:
-        # As scripts/sandbox.sh builds it, from .env's base image (make setup makes debian:*-slim locally).
-        base = dict(line.split("=", 1) for line in (ROOT / ".env").read_text().splitlines()
-                    if "=" in line and not line.startswith("#"))["BASE_IMAGE"]
-        docker("build", "-q", "-t", HOST_IMAGE, "--build-arg", f"BASE_IMAGE={os.environ.get('BASE_IMAGE', base)}",
-               "-f", str(ROOT / "molecule" / "default" / "Dockerfile.host"), str(ROOT / "molecule" / "default"))
+        subprocess.run(["bash", str(ROOT / "scripts" / "sandbox.sh"), "host-image"], check=True)
     image = HOST_IMAGE
     if connection == "ssh":
         image = SSH_IMAGE
