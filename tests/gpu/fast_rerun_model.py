@@ -47,7 +47,7 @@ def probe(nvidia_smi: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def model_part(found: dict[str, Any], settings: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     address = socket.gethostbyname(socket.gethostname())
-    facts = {"default_ipv4": {"address": address, "interface": "eth0"}, "processor_vcpus": 16, "interfaces": []}
+    facts = {"default_ipv4": {"address": address, "interface": "eth0"}, "interfaces": []}
     groups = {"all": [HOST], "dask_cuda_workers": [HOST], "dask_scheduler": []}
     model = host_model(HOST, settings, facts, found, groups)
     parts = converge_parts({HOST: settings}, {HOST: model}, {HOST: ["dask_cuda_workers"]}, "tag", str(ROOT),

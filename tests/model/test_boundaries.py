@@ -122,3 +122,32 @@ def test_the_core_names_no_feature() -> None:
         reads = [match.group(0) for match in owned.finditer((utils / core).read_text())
                  if match.group(0).strip("\"'") in _spec_options()]
         assert not reads, f"{core} reads {reads}"
+
+
+# What each gathered subset gives that the bundle reads (ansible_facts keys, without the ansible_ prefix).
+SUBSET_FACTS = {"network": {"interfaces", "default_ipv4", "all_ipv4_addresses"}, "local": {"ansible_local"},
+                "distribution": {"distribution", "distribution_release"}}
+
+
+def test_facts_are_gathered_once_in_the_same_subset_and_cover_what_is_read() -> None:
+    """check.yml and facts.yml gather the same subset (not the hardware's: its size costs every later task), and
+    every fact the collection's code reads (facts.get("...")) or a role reads (ansible_facts[...]) is in it. The
+    facts are not injected as variables (ansible.cfg), so nothing reads a top-level ansible_* fact."""
+    subsets = {}
+    for name in ("check.yml", "facts.yml"):
+        for play in yaml.safe_load((ROOT / "playbooks" / name).read_text()):
+            if "hosts" in play and play.get("gather_facts", True):
+                subsets[name] = play.get("gather_subset")
+    assert subsets["check.yml"] == subsets["facts.yml"], subsets
+    assert "hardware" not in subsets["check.yml"] and "all" not in subsets["check.yml"]
+    given = set().union(*(SUBSET_FACTS[subset] for subset in subsets["check.yml"] if subset in SUBSET_FACTS))
+    code = "\n".join(path.read_text() for path in (ROOT / "collections").rglob("*.py"))
+    read = set(re.findall(r"facts\.get\(\"([a-z_0-9]+)\"", code))
+    tasks = "\n".join(path.read_text() for path in ROOT.glob("roles/*/*/*.yml"))
+    read |= set(re.findall(r"ansible_facts\[['\"]([a-z_0-9]+)['\"]\]", tasks))
+    read |= set(re.findall(r"ansible_facts\.get\(['\"]([a-z_0-9]+)['\"]", tasks))
+    assert read and read <= given, f"read but not gathered: {sorted(read - given)}"
+    assert re.search(r"^inject_facts_as_vars = false$", (ROOT / "ansible.cfg").read_text(), re.M)
+    top_level = re.findall(r"\bansible_(?:default_ipv4|all_ipv4_addresses|interfaces|distribution\w*|processor\w*)\b",
+                           tasks + "\n".join(path.read_text() for path in ROOT.glob("roles/*/templates/*.j2")))
+    assert not top_level, top_level

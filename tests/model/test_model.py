@@ -47,14 +47,17 @@ def test_role_defaults_equal_their_spec_defaults() -> None:
 
 
 def test_worker_mode_count_and_threads_per_host(model: ModuleType) -> None:
-    facts = {"default_ipv4": {"address": "10.0.0.5"}, "processor_vcpus": 16}
+    facts = {"default_ipv4": {"address": "10.0.0.5"}}
     gpu = model.host_model("g1", settings(model), facts, TWO_GPUS, GROUPS)
     shape = (gpu["worker_mode"], gpu["worker_count"], gpu["worker_nthreads"], gpu["needs_toolkit"])
     assert shape == ("gpu", 2, 1, True)
     picked = model.host_model("g1", settings(model, dask_worker_gpus=["1"]), facts, TWO_GPUS, GROUPS)
     assert picked["worker_count"] == 1
-    fallback = model.host_model("g2", settings(model), facts, {"count": 0}, GROUPS)
+    # A CPU worker's threads default to the host's CPUs, as the probe reads them (not the hardware facts).
+    fallback = model.host_model("g2", settings(model), facts, {"count": 0, "vcpus": 16}, GROUPS)
     assert (fallback["worker_mode"], fallback["worker_count"], fallback["worker_nthreads"]) == ("cpu", 1, 16)
+    assert model.host_model("g2", settings(model), {**facts, "processor_vcpus": 8}, {"count": 0},
+                            GROUPS)["worker_nthreads"] == 1
     scheduler = model.host_model("s1", settings(model), facts, {"count": 0}, GROUPS)
     assert (scheduler["scheduler"], scheduler["worker"], scheduler["worker_count"]) == (True, False, 0)
     # A scheduler host with a GPU gets the toolkit when the images may carry cuDF (its container gets the GPU then):
@@ -77,7 +80,7 @@ def test_bind_address_prefers_address_then_interface_then_default_route(model: M
 
 
 def test_cluster_counts_every_worker_and_expects_unreachable_hosts(model: ModuleType) -> None:
-    facts = {"default_ipv4": {"address": "10.0.0.5"}, "processor_vcpus": 4}
+    facts = {"default_ipv4": {"address": "10.0.0.5"}}
     resolved = settings(model)
     hosts = {name: model.host_model(name, resolved, facts, TWO_GPUS if name.startswith("g") else {"count": 0},
                                     GROUPS) for name in ("s1", "g1", "c1")}  # g2 was unreachable
@@ -228,7 +231,7 @@ def monitored(model: ModuleType, groups: dict[str, list[str]], **values: Any) ->
     """The monitoring part of a cluster model: s1 10.0.0.1, g1 10.0.0.2 (2 GPUs), g2 10.0.0.3, c1 10.0.0.4."""
     resolved = settings(model, dask_monitoring_enabled=True, **values)
     addresses = {"s1": "10.0.0.1", "g1": "10.0.0.2", "g2": "10.0.0.3", "c1": "10.0.0.4"}
-    hosts = {name: model.host_model(name, resolved, {"default_ipv4": {"address": address}, "processor_vcpus": 4},
+    hosts = {name: model.host_model(name, resolved, {"default_ipv4": {"address": address}},
                                     TWO_GPUS if name.startswith("g") else {"count": 0}, groups)
              for name, address in addresses.items()}
     return dict(model.cluster_model(resolved, hosts, groups, "abc")["monitoring"])
@@ -271,7 +274,7 @@ def test_monitoring_elsewhere_reaches_the_scheduler_only_on_a_bound_dashboard(mo
 
 
 def test_a_retired_host_leaves_every_list_of_the_cluster(model: ModuleType) -> None:
-    facts = {"default_ipv4": {"address": "10.0.0.9"}, "processor_vcpus": 4}
+    facts = {"default_ipv4": {"address": "10.0.0.9"}}
     base = settings(model, dask_monitoring_enabled=True)
     hosts = {name: model.host_model(name, settings(model, dask_monitoring_enabled=True, dask_host_state="retired")
                                     if name == "g2" else base, facts, TWO_GPUS if name.startswith("g") else

@@ -22,7 +22,7 @@ H200 = {"count": 2, "driver_version": "580.159.04", "driver_major": 580, "gpus":
     {"index": 1, "uuid": "GPU-a5a3d0c8-e07b-3948-f39d-210d64cd64d1", "name": "NVIDIA H200", "memory_mib": 143771}]}
 GROUPS = {"all": ["s1", "g1"], "dask_scheduler": ["s1"], "dask_cuda_workers": ["g1"], "dask_cpu_workers": [],
           "dask_workers": ["g1"], "dask_cluster": ["s1", "g1"]}
-FACTS = {"default_ipv4": {"address": "10.0.0.6"}, "all_ipv4_addresses": ["10.0.0.6"], "processor_vcpus": 8}
+FACTS = {"default_ipv4": {"address": "10.0.0.6"}, "all_ipv4_addresses": ["10.0.0.6"]}
 
 
 def specs() -> dict[str, Any]:

@@ -47,7 +47,7 @@ NO_GPU = {"nvidia_smi": False, "count": 0, "driver_version": None, "driver_major
 FACTS = {"default_ipv4": {"address": "10.0.0.5", "interface": "eth0"}, "all_ipv4_addresses": ["10.0.0.5", "10.1.0.5"],
          "interfaces": ["lo", "eth0", "br-data"], "lo": {"ipv4": {"address": "127.0.0.1"}},
          "eth0": {"ipv4": {"address": "10.0.0.5"}}, "br_data": {"ipv4": {"address": "10.1.0.5"}},
-         "processor_vcpus": 16, "memtotal_mb": 64000}
+         "memtotal_mb": 64000}
 
 
 def settings(**overrides: Any) -> dict[str, Any]:

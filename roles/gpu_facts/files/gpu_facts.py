@@ -3,7 +3,11 @@
 
 {"nvidia_smi": bool, "count": int, "driver_version": str|null, "driver_major": int|null,
  "gpus": [{"index", "uuid", "name", "memory_mib", "compute_capability", "mig": [uuid, ...]}], "error": str|null,
- "topology": see topology()}
+ "topology": see topology(), "vcpus": int}
+
+`vcpus` is the host's CPU count (what Ansible's hardware facts call processor_vcpus): a CPU worker's default threads.
+It is read here so that the checks need not gather the hardware facts, whose size (every CPU, disk and mount) every
+later task of a run pays for on the controller (docs/fleets.md).
 
 `topology` is left out with --no-topology (the gpu_facts role's probe runs `nvidia-smi topo -m` as a task of
 its own and parses it with the `gpu_topology` filter, which is topology() below).
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -81,7 +86,7 @@ def topology(text: object) -> dict[str, object]:
 
 def gpus(command: str = "nvidia-smi", with_topology: bool = True) -> dict[str, object]:
     found: dict[str, object] = {"nvidia_smi": False, "count": 0, "driver_version": None, "driver_major": None,
-                                "gpus": [], "error": None}
+                                "gpus": [], "error": None, "vcpus": os.cpu_count() or 1}
     if with_topology:
         found["topology"] = empty_topology()
     smi = shutil.which(command)

@@ -185,7 +185,7 @@ def test_an_interrupted_converge_then_a_full_run_converges_cleanly() -> None:
     interrupted = False
     for line in proc.stdout:
         # The task after the one that writes the unit's files and starts it: those files are new on every host.
-        if "TASK [dask : Unit is restarted if it started before its files last changed, for dask-worker]" in line:
+        if "TASK [dask : Unit is restarted, having started before its files last changed, for dask-worker]" in line:
             os.killpg(proc.pid, signal.SIGKILL)
             interrupted = True
             break

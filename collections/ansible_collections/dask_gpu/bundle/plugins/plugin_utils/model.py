@@ -149,7 +149,7 @@ def host_model(host: str, settings: Mapping[str, Any], facts: Mapping[str, Any],
     count = len(selection.gpus) if mode == "gpu" else (1 if mode == "cpu" else 0)
     nthreads = _int(settings.get("dask_worker_nthreads"))
     if nthreads <= 0:
-        nthreads = 1 if mode == "gpu" else max(_int(facts.get("processor_vcpus"), 1), 1)
+        nthreads = 1 if mode == "gpu" else max(_int(gpus.get("vcpus"), 1), 1)
     topology = dict(_mapping(gpus.get("topology")))
     address = bind_address(settings, facts)
     http_port = _int(settings.get("dask_worker_http_port"))
