@@ -37,15 +37,18 @@ def _tree(root: Path, paths: tuple[str, ...]) -> str:
 def _renewal_due(controller: Path, hosts: list[str], renew_days: int) -> str:
     """'' or every certificate site.yml renews when due (the hosts' and the client's; not the CA's, which is not
     renewed for age) that expires within renew_days, with its date."""
+    paths = [controller / "tls" / f"{name}.crt" for name in sorted(hosts)] + [controller / "client" / "client.crt"]
+    found = [path for path in paths if path.is_file()]
+    if not found:
+        return ""  # nothing made yet (a first run; tests/gpu/fast_rerun_model.py on a machine without cryptography)
     from cryptography import x509  # the controller's, as module cluster_pki uses
 
     limit = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=renew_days)
     due = []
-    for path in [controller / "tls" / f"{name}.crt" for name in sorted(hosts)] + [controller / "client" / "client.crt"]:
-        if path.is_file():
-            cert = x509.load_pem_x509_certificate(path.read_bytes())
-            if cert.not_valid_after_utc <= limit:
-                due.append(f"{path.name} expires {cert.not_valid_after_utc:%Y-%m-%d}")
+    for path in found:
+        cert = x509.load_pem_x509_certificate(path.read_bytes())
+        if cert.not_valid_after_utc <= limit:
+            due.append(f"{path.name} expires {cert.not_valid_after_utc:%Y-%m-%d}")
     return ", ".join(due)
 
 
