@@ -148,6 +148,23 @@ def test_facts_are_gathered_once_in_the_same_subset_and_cover_what_is_read() -> 
     read |= set(re.findall(r"ansible_facts\.get\(['\"]([a-z_0-9]+)['\"]", tasks))
     assert read and read <= given, f"read but not gathered: {sorted(read - given)}"
     assert re.search(r"^inject_facts_as_vars = false$", (ROOT / "ansible.cfg").read_text(), re.M)
-    top_level = re.findall(r"\bansible_(?:default_ipv4|all_ipv4_addresses|interfaces|distribution\w*|processor\w*)\b",
-                           tasks + "\n".join(path.read_text() for path in ROOT.glob("roles/*/templates/*.j2")))
+    molecule = yaml.safe_load((ROOT / "molecule" / "default" / "molecule.yml").read_text())
+    assert molecule["provisioner"]["config_options"]["defaults"]["inject_facts_as_vars"] is False
+    readers = sorted({path for glob in FACT_READERS_GLOBS for path in ROOT.glob(glob)})
+    assert len(readers) > 100, len(readers)
+    top_level = [f"{path}: {found}" for path in readers for found in TOP_LEVEL_FACT.findall(path.read_text())]
     assert not top_level, top_level
+
+
+# Every fact name Ansible's setup gives (ansible_<name>, as injected variables), not the connection or magic variables
+# that share the prefix (ansible_host, ansible_user, ansible_python_interpreter, ansible_play_hosts, ...).
+TOP_LEVEL_FACT = re.compile(
+    r"\bansible_(?:all_ipv[46]_addresses|apparmor|architecture|bios_\w+|board_\w+|chassis_\w+|cmdline|date_time"
+    r"|default_ipv[46]|device_links|devices|distribution\w*|dns|domain|effective_\w+|env|fips|flags|form_factor|fqdn"
+    r"|hostname|hostnqn|interfaces|is_chroot|kernel\w*|loadavg|locally_reachable_ips|lsb|lvm|machine\w*|mem\w+_mb"
+    r"|memory_mb|mounts|nodename|os_family|pkg_mgr|proc_cmdline|processor\w*|product_\w+|python(?:_version)?"
+    r"|real_\w+|selinux\w*|service_mgr|swap\w+_mb|system\w*|uptime_seconds|user_(?:dir|gecos|gid|id|shell|uid)"
+    r"|userspace_\w+|virtualization_\w+|eth\d+|lo|docker0)\b")
+# What runs under the bundle's ansible.cfg or molecule's (both inject_facts_as_vars = false).
+FACT_READERS_GLOBS = ("roles/**/*.yml", "roles/*/templates/*.j2", "playbooks/**/*.yml", "playbooks/**/*.j2", "site.yml",
+                      "molecule/**/*.yml", "tests/**/*.yml")

@@ -68,7 +68,7 @@ def converge_parts(settings: Mapping[str, Mapping[str, Any]], hosts: Mapping[str
                    run_groups: tuple[str, ...] | list[str] = ()) -> dict[str, str]:
     """name -> hash (or the certificates due, for renewal_due) of everything a converge of these hosts depends on;
     inventory_groups: the inventory's groups in order (which host is the scheduler, monitoring or notebook host);
-    run_groups: those of them a run fills with group_by, in whichever order the hosts got there (their members are
+    run_groups: those of them a run fills itself (add_host), in whichever order the hosts got there (their members are
     compared sorted)."""
     root, artifacts = Path(repo), Path(controller)
     ordered = {name: sorted(members) if name in run_groups else list(members)

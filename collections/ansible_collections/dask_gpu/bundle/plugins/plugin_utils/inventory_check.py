@@ -22,7 +22,7 @@ NOT_READ = ("host facts were not read (inventory only): addresses, GPUs, the dri
 
 
 def _groups(groups: Mapping[str, Any]) -> dict[str, list[str]]:
-    """The inventory's groups, completed as model.yml's group_by tasks complete them."""
+    """The inventory's groups, completed as model.yml's add_host tasks complete them."""
     found = {name: group(groups, name) for name in checks.GROUP_NAMES}
     found["dask_workers"] = found["dask_workers"] or worker_hosts(found)
     found["dask_cluster"] = found["dask_cluster"] or cluster_hosts(found)
