@@ -5,7 +5,8 @@
  "gpus": [{"index", "uuid", "name", "memory_mib", "compute_capability", "mig": [uuid, ...]}], "error": str|null,
  "topology": see topology(), "vcpus": int}
 
-`vcpus` is the host's CPU count (what Ansible's hardware facts call processor_vcpus): a CPU worker's default threads.
+`vcpus` is the host's CPUs online (os.cpu_count()): a CPU worker's default threads. Ansible's hardware facts count
+/proc/cpuinfo instead (processor_vcpus), which can differ with CPUs offline or under lxcfs.
 It is read here so that the checks need not gather the hardware facts, whose size (every CPU, disk and mount) every
 later task of a run pays for on the controller (docs/fleets.md).
 
