@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -83,6 +87,7 @@ def test_groups_a_run_fills_compare_without_their_order_and_the_inventorys_with_
 
 def test_record_then_check_intact_until_a_file_unit_or_part_changes(tmp_path: Path,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Checks that differ run in check mode here, which keeps the record (the next test: a check drops it)."""
     config = tmp_path / "etc-dask"
     config.mkdir()
     (config / "worker.env").write_text("DASK_WORKER_NTHREADS=2\n")
@@ -98,20 +103,194 @@ def test_record_then_check_intact_until_a_file_unit_or_part_changes(tmp_path: Pa
     assert again["changed"] is False
     assert run(capsys, path=str(record), parts=given, state="check") == {"changed": False, "intact": True,
                                                                           "reason": ""}
-    changed = run(capsys, path=str(record), parts={**given, "host w1": "h2"}, state="check")
+    changed = run(capsys, path=str(record), parts={**given, "host w1": "h2"}, state="check", _ansible_check_mode=True)
     assert changed["intact"] is False and changed["reason"] == "w1's settings or groups changed since the last " \
                                                                "converge"
-    joined = run(capsys, path=str(record), parts={**given, "host w2": "h3"}, state="check")
+    joined = run(capsys, path=str(record), parts={**given, "host w2": "h3"}, state="check", _ansible_check_mode=True)
     assert joined["reason"] == "w2 joined the cluster since the last converge"
-    due = run(capsys, path=str(record), parts={**given, "renewal_due": "w1.crt expires 2026-12-01"}, state="check")
+    due = run(capsys, path=str(record), parts={**given, "renewal_due": "w1.crt expires 2026-12-01"}, state="check",
+              _ansible_check_mode=True)
     assert due["reason"] == "a certificate is due for renewal (w1.crt expires 2026-12-01)"
     (config / "worker.env").write_text("DASK_WORKER_NTHREADS=3\n")
-    edited = run(capsys, path=str(record), parts=given, state="check")
+    edited = run(capsys, path=str(record), parts=given, state="check", _ansible_check_mode=True)
     assert edited["reason"] == f"{config / 'worker.env'} was changed or removed since the last converge"
     (config / "worker.env").write_text("DASK_WORKER_NTHREADS=2\n")
     (config / "extra.env").write_text("X=1\n")
-    added = run(capsys, path=str(record), parts=given, state="check")
+    added = run(capsys, path=str(record), parts=given, state="check", _ansible_check_mode=True)
     assert added["reason"] == f"{config / 'extra.env'} was added since the last converge"
+
+
+def test_a_check_that_differs_drops_the_record_but_not_in_check_mode(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A run whose parts differ removes the record at its check, before anything changes: if it then fails half-way,
+    a later run back at the recorded settings finds no record (not a fast rerun over half-made changes)."""
+    record = tmp_path / "converged.json"
+    given = {"code": "c1", "host w1": "h1"}
+    run(capsys, path=str(record), parts=given, state="record")
+    other = {**given, "host w1": "h2"}
+    checked = run(capsys, path=str(record), parts=other, state="check", _ansible_check_mode=True)
+    assert checked == {"changed": True, "intact": False, "reason": "w1's settings or groups changed since the last "
+                                                                   "converge"} and record.is_file()
+    assert run(capsys, path=str(record), parts=given, state="check")["intact"] is True and record.is_file()
+    assert run(capsys, path=str(record), parts=other, state="check")["changed"] is True and not record.is_file()
+    assert run(capsys, path=str(record), parts=given, state="check") == {
+        "changed": False, "intact": False, "reason": "no converge was recorded"}
+    record.write_text("{not json")
+    assert run(capsys, path=str(record), parts=given, state="check")["changed"] is True and not record.is_file()
+
+
+def test_a_package_removed_or_changed_by_hand_is_found(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The record keeps the versions of the listed packages that are installed (this machine's own dpkg-query); one
+    missing or at another version since makes the host differ."""
+    record = tmp_path / "converged.json"
+    given = {"code": "c1"}
+    run(capsys, path=str(record), parts=given, packages=["dpkg", "no-such-package-dask"], state="record")
+    packages = json.loads(record.read_text())["packages"]
+    assert list(packages) == ["dpkg"] and re.match(r"^\d", packages["dpkg"]), packages
+    assert run(capsys, path=str(record), parts=given, state="check")["intact"] is True
+    written = json.loads(record.read_text())
+    record.write_text(json.dumps({**written, "packages": {"dpkg": "0.0-old"}}))
+    assert run(capsys, path=str(record), parts=given, state="check")["reason"] == \
+        "package dpkg was removed or changed version since the last converge"
+    record.write_text(json.dumps({**written, "packages": {**packages, "no-such-package-dask": "1.0"}}))
+    assert run(capsys, path=str(record), parts=given, state="check")["reason"] == \
+        "package no-such-package-dask was removed or changed version since the last converge"
+
+
+def test_the_controller_address_is_read_from_the_nearest_process_with_ssh_client() -> None:
+    """Under become the module's environment has no SSH_CLIENT; the login shell above it has. Real processes: a shell
+    with SSH_CLIENT starts a Python with an emptied environment (as sudo's reset), which walks up to the shell."""
+    code = ("from ansible_collections.dask_gpu.bundle.plugins.modules.converged import controller_address; "
+            "import os; assert 'SSH_CLIENT' not in os.environ; print(repr(controller_address()))")
+    pythonpath = os.pathsep.join(sys.path)
+    found = subprocess.run(["sh", "-c", f'env -i PYTHONPATH="$PP" {sys.executable} -c "{code}"; true'],
+                           env={**os.environ, "SSH_CLIENT": "10.20.30.40 51234 22", "PP": pythonpath},
+                           capture_output=True, text=True, check=True, timeout=60)
+    assert found.stdout.strip() == "'10.20.30.40'", found.stderr
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("SSH_")}, "PYTHONPATH": pythonpath}
+    none = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                          timeout=60)
+    assert none.stdout.strip() == "''" or "SSH_CLIENT" in "".join(_ancestors_env()), none.stderr
+
+
+def _ancestors_env() -> list[str]:
+    """The SSH_CLIENT entries of this process's ancestors (a test run over SSH has one)."""
+    found, pid = [], os.getpid()
+    while pid > 1:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        found += [entry.decode(errors="replace") for entry in environ if entry.startswith(b"SSH_CLIENT=")]
+        pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return found
+
+
+def test_a_record_of_the_controller_compares_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With the firewall on, the controller's address is recorded (here none: no SSH above this test, unless the run
+    itself is over SSH) and another one makes the host differ."""
+    record = tmp_path / "converged.json"
+    run(capsys, path=str(record), parts={"code": "c1"}, controller=True, state="record")
+    written = json.loads(record.read_text())
+    assert "controller" in written
+    assert run(capsys, path=str(record), parts={"code": "c1"}, state="check")["intact"] is True
+    record.write_text(json.dumps({**written, "controller": "192.0.2.9"}))
+    assert run(capsys, path=str(record), parts={"code": "c1"}, state="check")["reason"] == (
+        f"the controller's address ({written['controller'] or 'none'}) is not the one the firewall lets in "
+        "(192.0.2.9)")
+
+
+def _tasks(node: object) -> list[dict[str, Any]]:
+    """Every task of a task file, blocks opened."""
+    found: list[dict[str, Any]] = []
+    for task in node if isinstance(node, list) else []:
+        if isinstance(task, dict):
+            found.append(task)
+            for nested in ("block", "rescue", "always"):
+                found += _tasks(task.get(nested))
+    return found
+
+
+def _installed_by_roles() -> set[str]:
+    """The package names every role's apt task installs (not the purges), each templated name resolved where the
+    role or its callers set it: the settings' defaults (roles/*/defaults), the role's own vars and defaults, or the
+    vars a task passes (an include's)."""
+    roles = ROOT / "roles"
+    defaults: dict[str, Any] = {}
+    for path in roles.glob("*/defaults/main.yml"):
+        defaults.update(yaml.safe_load(path.read_text()) or {})
+    passed: dict[str, list[Any]] = {}
+    tasks = {path: _tasks(yaml.safe_load(path.read_text())) for path in roles.glob("*/tasks/*.yml")}
+    for found in tasks.values():
+        for task in found:
+            for key, value in (task.get("vars") or {}).items():
+                passed.setdefault(key, []).append(value)
+
+    def resolve(value: Any, role: Path, depth: int = 0) -> list[str]:
+        if isinstance(value, list):
+            return [name for item in value for name in resolve(item, role, depth)]
+        text = str(value)
+        named = re.match(r"^\{\{\s*([a-z_][a-z0-9_.]*)", text)
+        if not named:
+            return [text]
+        name = named.group(1).removeprefix("dask_settings.")
+        own: dict[str, Any] = {}
+        for part in ("defaults", "vars"):
+            if (role / part / "main.yml").is_file():
+                own.update(yaml.safe_load((role / part / "main.yml").read_text()) or {})
+        values = [own[name]] if name in own else [defaults[name]] if name in defaults else passed.get(name, [])
+        assert values and depth < 4, f"{text} in {role.name} resolves to nothing"
+        return [package for item in values for package in resolve(item, role, depth + 1)]
+
+    packages: set[str] = set()
+    for path, found in tasks.items():
+        for task in found:
+            apt = task.get("ansible.builtin.apt")
+            # (not the package entry point's own task: its callers name the packages)
+            if isinstance(apt, dict) and apt.get("state", "present") == "present" \
+                    and "dask_package_name" not in str(apt.get("name", "dask_package_name")):
+                packages.update(resolve(apt["name"], path.parents[1]))
+            for key, value in (task.get("vars") or {}).items():
+                if key == "dask_package_name":
+                    packages.update(resolve(value, path.parents[1]))
+    return {re.sub(r"=.*$", "", name) for name in packages}
+
+
+def test_the_record_knows_every_package_the_roles_install() -> None:
+    """The record's package list (roles/dask_record/vars/main.yml: Docker's from the settings, the rest by name)
+    holds every package a role's apt task installs, as the roles name them."""
+    role_vars = yaml.safe_load((ROOT / "roles" / "dask_record" / "vars" / "main.yml").read_text())
+    listed = next(text for text in role_vars.values() if isinstance(text, str) and "'nftables'" in text)
+    named = set(re.findall(r"'([a-z0-9][a-z0-9.+-]+)'", listed))
+    named |= {name for key in re.findall(r"dask_settings\.([a-z_]+)", listed) for name in
+              yaml.safe_load((ROOT / "roles" / "docker_engine" / "defaults" / "main.yml").read_text())[key]}
+    installed = _installed_by_roles()
+    assert {"nftables", "prometheus", "docker.io", "nvidia-container-toolkit"} <= installed, installed
+    assert installed <= named, installed - named
+
+
+def test_run_options_tells_a_run_started_at_a_task(tmp_path: Path) -> None:
+    """lookup dask_gpu.bundle.run_options: --start-at-task and --step, which no variable carries (a real
+    ansible-playbook run on localhost)."""
+    playbook = tmp_path / "options.yml"
+    playbook.write_text("""
+- name: Options
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: First
+      ansible.builtin.debug:
+        msg: first
+    - name: Second
+      ansible.builtin.debug:
+        msg: "options={{ query('dask_gpu.bundle.run_options', 'start_at_task', 'step') | to_json }}"
+""")
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+           "ANSIBLE_COLLECTIONS_PATH": str(ROOT / "collections")}
+    base = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+            "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)]
+    whole = subprocess.run(base, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120, check=False)
+    started = subprocess.run([*base, "--start-at-task", "Second"], cwd=tmp_path, capture_output=True, text=True,
+                             env=env, timeout=120, check=False)
+    assert whole.returncode == 0 and 'options=[null, false]' in whole.stdout, whole.stdout + whole.stderr
+    assert started.returncode == 0 and 'options=["Second", false]' in started.stdout, started.stdout + started.stderr
 
 
 def test_no_record_is_not_intact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

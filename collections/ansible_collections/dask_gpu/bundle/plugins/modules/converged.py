@@ -9,11 +9,14 @@ short_description: Record a host's converged state, or tell whether it is still 
 description:
   - C(state=record) (site.yml's last play) writes a record of the converge's parts (named hashes of its inputs and
     the bundle's code, worked out on the controller by the filter converge_parts), a SHA-256 of every file under
-    I(paths) (folders walked, missing paths skipped) and the I(units) that are active; it is rewritten only when that
-    differs.
+    I(paths) (folders walked, missing paths skipped), the I(units) the host is to run (each one enabled or active
+    now), the IDs of the I(images), the versions of the I(packages) installed, and, with I(controller), the
+    controller's address as the host sees the SSH connection; it is rewritten only when that differs.
   - C(state=check) (after the checks) reads the record and answers C(intact) true only when every part is the same,
-    every recorded file is there unchanged, no file was added under a recorded folder, and every recorded unit is
-    still active. C(reason) says what differed. It changes nothing.
+    every recorded file is there unchanged, no file was added under a recorded folder, every recorded unit is active,
+    every recorded image and package is there at the recorded ID and version, and (with I(controller)) the
+    controller's address is the recorded one. C(reason) says what differed. A record that differs is removed (not in
+    check mode), so a run that then fails half-way leaves no record behind that a later run could match.
 options:
   path:
     description: The record (a JSON file; itself left out of the fingerprint).
@@ -34,10 +37,26 @@ options:
     elements: path
     default: []
   units:
-    description: The cluster's systemd units on the host; those active are recorded (record only).
+    description: The cluster's systemd units on the host, its services and Docker; those enabled or active are
+      recorded as the ones the host runs (record only).
     type: list
     elements: str
     default: []
+  images:
+    description: The image references the host's units run; their IDs are recorded (record only).
+    type: list
+    elements: str
+    default: []
+  packages:
+    description: Debian packages the bundle may install; the versions of those installed are recorded (record only).
+    type: list
+    elements: str
+    default: []
+  controller:
+    description: Whether the controller's address counts (the firewall lets it in); read from the SSH_CLIENT of the
+      connection's login process (this module runs under become, whose environment has none).
+    type: bool
+    default: false
 author: dask-gpu bundle
 """
 
@@ -85,10 +104,69 @@ def fingerprint(paths: list[str], skip: str) -> dict[str, str]:
     return found
 
 
-def active(module: AnsibleModule, units: list[str]) -> list[str]:
+def unit_states(module: AnsibleModule, units: list[str]) -> dict[str, tuple[str, str]]:
+    """unit -> (ActiveState, UnitFileState), from one systemctl call for all of them."""
+    units = list(dict.fromkeys(units))  # one block per name given, so each name once
+    if not units:
+        return {}
     systemctl = module.get_bin_path("systemctl", required=True)
-    return [unit for unit in units
-            if module.run_command([systemctl, "is-active", "--quiet", unit], check_rc=False)[0] == 0]
+    _, out, _ = module.run_command([systemctl, "show", "--property=ActiveState,UnitFileState", "--", *units],
+                                   check_rc=True)
+    blocks = [dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+              for block in out.strip("\n").split("\n\n")]
+    return {unit: (block.get("ActiveState", ""), block.get("UnitFileState", ""))
+            for unit, block in zip(units, blocks, strict=True)}
+
+
+def expected_units(module: AnsibleModule, units: list[str]) -> list[str]:
+    """The units the host is to run: enabled (the converge enables every unit it starts) or active now. One enabled
+    but down when the record is made is recorded all the same, so the next check finds it down."""
+    return [unit for unit, (state, enabled) in unit_states(module, units).items()
+            if state == "active" or enabled.startswith("enabled")]
+
+
+def image_ids(module: AnsibleModule, images: list[str]) -> dict[str, str]:
+    """image -> its ID here ('' when it is not here), from one docker call."""
+    if not images:
+        return {}
+    docker = module.get_bin_path("docker")
+    if not docker:
+        return dict.fromkeys(images, "")
+    found: dict[str, str] = {}
+    for image in images:  # inspect stops at its first missing image, so one call per image (two at most)
+        rc, out, _ = module.run_command([docker, "image", "inspect", "--format", "{{.Id}}", image], check_rc=False)
+        found[image] = out.strip() if rc == 0 else ""
+    return found
+
+
+def package_versions(module: AnsibleModule, packages: list[str]) -> dict[str, str]:
+    """package -> version, for those of packages that are installed (one dpkg-query call)."""
+    dpkg_query = module.get_bin_path("dpkg-query") if packages else None
+    if not dpkg_query:
+        return {}
+    # Exit 1 when a package is unknown; the known ones are printed all the same.
+    _, out, _ = module.run_command([dpkg_query, "-W", "-f=${Package}\t${Version}\t${db:Status-Abbrev}\n", *packages],
+                                   check_rc=False)
+    return {name: version for name, version, status in
+            (line.split("\t") for line in out.splitlines() if line.count("\t") == 2) if status.startswith("ii")}
+
+
+def controller_address(pid: int | None = None, proc: str = "/proc") -> str:
+    """The controller's address as this host sees the SSH connection: the first field of SSH_CLIENT in the
+    environment of this process or its nearest ancestor that has one (sudo's reset environment has none; the login
+    process sshd started does), as the firewall reads it; '' without SSH (a local or docker connection)."""
+    pid = os.getpid() if pid is None else pid
+    while pid > 1:
+        try:
+            with open(f"{proc}/{pid}/environ", "rb") as handle:
+                for entry in handle.read().split(b"\0"):
+                    if entry.startswith(b"SSH_CLIENT="):
+                        return entry[len(b"SSH_CLIENT="):].decode(errors="replace").split(" ")[0]
+            with open(f"{proc}/{pid}/stat", encoding="utf-8") as handle:
+                pid = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return ""
+    return ""
 
 
 WHAT = {"code": "the bundle's code", "image_tag": "the images' tag (images/ or the build settings)",
@@ -96,9 +174,7 @@ WHAT = {"code": "the bundle's code", "image_tag": "the images' tag (images/ or t
         "inventory_groups": "the inventory's groups"}
 
 
-def differences(record: dict[str, Any], parts: dict[str, Any], module: AnsibleModule) -> str:
-    """'' when the host is as recorded, else the first difference found."""
-    recorded: dict[str, Any] = record.get("parts") or {}
+def _part_difference(recorded: dict[str, Any], parts: dict[str, Any]) -> str:
     for name in sorted(set(recorded) | set(parts)):
         if recorded.get(name) == parts.get(name):
             continue
@@ -113,6 +189,14 @@ def differences(record: dict[str, Any], parts: dict[str, Any], module: AnsibleMo
         if name.startswith("model "):
             return f"{name[6:]}'s model changed since the last converge (what its facts give: addresses, CPUs, GPUs)"
         return f"{WHAT.get(name, name)} changed since the last converge"
+    return ""
+
+
+def differences(record: dict[str, Any], parts: dict[str, Any], module: AnsibleModule) -> str:
+    """'' when the host is as recorded, else the first difference found."""
+    found = _part_difference(record.get("parts") or {}, parts)
+    if found:
+        return found
     files: dict[str, str] = record.get("files") or {}
     now = fingerprint(list(record.get("paths") or []), module.params["path"])
     for path, checksum in files.items():
@@ -122,10 +206,33 @@ def differences(record: dict[str, Any], parts: dict[str, Any], module: AnsibleMo
     if added:
         return f"{added[0]} was added since the last converge"
     units = list(record.get("units") or [])
-    stopped = sorted(set(units) - set(active(module, units)))
+    stopped = [unit for unit, (state, _) in unit_states(module, units).items() if state != "active"]
     if stopped:
         return f"unit {stopped[0]} is not active"
+    images: dict[str, str] = record.get("images") or {}
+    for image, image_id in image_ids(module, sorted(images)).items():
+        if image_id != images[image]:
+            return f"image {image} was removed or replaced since the last converge"
+    packages: dict[str, str] = record.get("packages") or {}
+    versions = package_versions(module, sorted(packages))
+    for package in sorted(packages):
+        if versions.get(package) != packages[package]:
+            return f"package {package} was removed or changed version since the last converge"
+    if "controller" in record and controller_address() != record["controller"]:
+        return (f"the controller's address ({controller_address() or 'none'}) is not the one the firewall lets in "
+                f"({record['controller'] or 'none'})")
     return ""
+
+
+def _write(module: AnsibleModule, path: str, record: dict[str, Any]) -> None:
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        os.makedirs(folder, mode=0o755)
+    descriptor, temp = tempfile.mkstemp(dir=folder, prefix=".dask-bundle-")
+    with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+        json.dump(record, out, indent=1, sort_keys=True)
+    module.atomic_move(temp, path)
+    os.chmod(path, 0o600)
 
 
 def main() -> None:
@@ -133,7 +240,10 @@ def main() -> None:
         argument_spec={"path": {"type": "path", "required": True}, "parts": {"type": "dict", "required": True},
                        "state": {"type": "str", "choices": ["record", "check"], "required": True},
                        "paths": {"type": "list", "elements": "path", "default": []},
-                       "units": {"type": "list", "elements": "str", "default": []}},
+                       "units": {"type": "list", "elements": "str", "default": []},
+                       "images": {"type": "list", "elements": "str", "default": []},
+                       "packages": {"type": "list", "elements": "str", "default": []},
+                       "controller": {"type": "bool", "default": False}},
         supports_check_mode=True,
     )
     path = module.params["path"]
@@ -143,23 +253,23 @@ def main() -> None:
             with open(path, encoding="utf-8") as handle:
                 record = json.load(handle)
         except ValueError:
-            record = {}
+            record = {"unreadable": True}
     if module.params["state"] == "check":
         reason = differences(record, module.params["parts"], module) if record else "no converge was recorded"
-        module.exit_json(changed=False, intact=not reason, reason=reason)
+        dropped = bool(reason and record)
+        if dropped and not module.check_mode:
+            os.remove(path)
+        module.exit_json(changed=dropped, intact=not reason, reason=reason)
     paths = sorted(module.params["paths"])
     wanted = {"parts": module.params["parts"], "paths": paths, "files": fingerprint(paths, path),
-              "units": active(module, module.params["units"])}
+              "units": expected_units(module, module.params["units"]),
+              "images": image_ids(module, sorted(module.params["images"])),
+              "packages": package_versions(module, sorted(module.params["packages"]))}
+    if module.params["controller"]:
+        wanted["controller"] = controller_address()
     changed = wanted != record
     if changed and not module.check_mode:
-        folder = os.path.dirname(path)
-        if not os.path.isdir(folder):
-            os.makedirs(folder, mode=0o755)
-        descriptor, temp = tempfile.mkstemp(dir=folder, prefix=".dask-bundle-")
-        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
-            json.dump(wanted, out, indent=1, sort_keys=True)
-        module.atomic_move(temp, path)
-        os.chmod(path, 0o600)
+        _write(module, path, wanted)
     module.exit_json(changed=changed, intact=True, reason="")
 
 
