@@ -183,6 +183,79 @@ def _ancestors_env() -> list[str]:
     return found
 
 
+def _process(proc: Path, pid: int, parent: int, environ: bytes | None) -> None:
+    folder = proc / str(pid)
+    folder.mkdir(parents=True)
+    (folder / "stat").write_text(f"{pid} (some (odd) name) S {parent} 1 1 0 -1\n")
+    if environ is None:
+        (folder / "environ").mkdir()  # reads fail, as sudo's do for a root without CAP_SYS_PTRACE
+    else:
+        (folder / "environ").write_bytes(environ)
+
+
+def test_the_controller_walk_passes_over_an_unreadable_ancestor_and_fails_closed(tmp_path: Path) -> None:
+    """A /proc laid out in a folder: the module's process, sudo (its environment unreadable), the login shell with
+    SSH_CLIENT; a tree whose stat cannot be read gives None (the check's difference), none with SSH gives ''."""
+    proc = tmp_path / "proc"
+    _process(proc, 300, 200, b"PATH=/usr/bin\0HOME=/root\0")
+    _process(proc, 200, 100, None)
+    _process(proc, 100, 1, b"USER=ops\0SSH_CLIENT=192.0.2.7 50000 22\0")
+    assert converged.controller_address(300, str(proc)) == "192.0.2.7"
+    (proc / "100" / "environ").write_bytes(b"USER=ops\0")
+    assert converged.controller_address(300, str(proc)) == ""
+    (proc / "200" / "stat").unlink()
+    assert converged.controller_address(300, str(proc)) is None
+
+
+def test_an_unreadable_record_is_dropped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    record = tmp_path / "converged.json"
+    for text in ("[1]", "{}", "{not json"):
+        record.write_text(text)
+        assert run(capsys, path=str(record), parts={"code": "c"}, state="check") == {
+            "changed": True, "intact": False, "reason": "the record of the last converge could not be read"}, text
+        assert not record.exists()
+
+
+def test_units_are_recorded_with_their_state_and_a_disabled_or_stopped_one_is_found(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The units' part, against a stand-in for systemctl (a script printing `systemctl show`'s blocks from a JSON file,
+    one per name in order, a blank line between; the sandbox's fastrerun suite runs the real one): a unit enabled or
+    active is recorded with its unit-file state, one neither is not; stopped, disabled or masked since, it differs."""
+    states = tmp_path / "states.json"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text(f"""#!{sys.executable}
+import json, sys
+states = json.load(open({str(states)!r}))
+names = sys.argv[sys.argv.index("--") + 1:]
+blocks = [states.get(n, ["inactive", ""]) for n in names]
+print("\\n\\n".join(f"ActiveState={{a}}\\nUnitFileState={{u}}" for a, u in blocks))
+""")
+    (bin_dir / "systemctl").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    states.write_text(json.dumps({"dask-worker": ["active", "enabled"], "dask-firewall": ["active", "enabled"],
+                                  "docker": ["active", "enabled"], "dask-notebook": ["inactive", ""],
+                                  "prometheus": ["failed", "enabled"]}))
+    record = tmp_path / "converged.json"
+    given = {"code": "c1"}
+    names = ["dask-worker", "dask-firewall", "dask-notebook", "docker", "prometheus"]
+    run(capsys, path=str(record), parts=given, units=names, state="record")
+    assert json.loads(record.read_text())["units"] == {"dask-worker": "enabled", "dask-firewall": "enabled",
+                                                        "docker": "enabled", "prometheus": "enabled"}
+    check = {"path": str(record), "parts": given, "state": "check", "_ansible_check_mode": True}
+    assert run(capsys, **check)["reason"] == "unit prometheus is not active"  # down at the record: still expected
+    def found(**changed: list[str]) -> str:
+        states.write_text(json.dumps({**dict.fromkeys(names, ["active", "enabled"]), **changed}))
+        return str(run(capsys, **check)["reason"])
+    assert found() == ""
+    assert found(**{"dask-worker": ["reloading", "enabled"]}) == ""
+    assert found(**{"dask-worker": ["inactive", "enabled"]}) == "unit dask-worker is not active"
+    assert found(**{"dask-worker": ["active", "disabled"]}) == \
+        "unit dask-worker is disabled, not enabled as the last converge left it"
+    assert found(**{"docker": ["active", "masked"]}) == \
+        "unit docker is masked, not enabled as the last converge left it"
+
+
 def test_a_record_of_the_controller_compares_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """With the firewall on, the controller's address is recorded (here none: no SSH above this test, unless the run
     itself is over SSH) and another one makes the host differ."""

@@ -13,10 +13,11 @@ description:
     now), the IDs of the I(images), the versions of the I(packages) installed, and, with I(controller), the
     controller's address as the host sees the SSH connection; it is rewritten only when that differs.
   - C(state=check) (after the checks) reads the record and answers C(intact) true only when every part is the same,
-    every recorded file is there unchanged, no file was added under a recorded folder, every recorded unit is active,
-    every recorded image and package is there at the recorded ID and version, and (with I(controller)) the
-    controller's address is the recorded one. C(reason) says what differed. A record that differs is removed (not in
-    check mode), so a run that then fails half-way leaves no record behind that a later run could match.
+    every recorded file is there unchanged, no file was added under a recorded folder, every recorded unit is active
+    and as enabled as it was, every recorded image and package is there at the recorded ID and version, and (with
+    I(controller)) the controller's address is the recorded one. C(reason) says what differed. A record that differs
+    is removed (not in check mode), so a run that then fails half-way leaves no record behind that a later run could
+    match.
 options:
   path:
     description: The record (a JSON file; itself left out of the fingerprint).
@@ -37,8 +38,8 @@ options:
     elements: path
     default: []
   units:
-    description: The cluster's systemd units on the host, its services and Docker; those enabled or active are
-      recorded as the ones the host runs (record only).
+    description: The cluster's systemd units on the host, its services, Docker and the toolkit's; those enabled or
+      active are recorded as the ones the host runs, each with its unit-file state (record only).
     type: list
     elements: str
     default: []
@@ -74,6 +75,7 @@ reason:
 import hashlib
 import json
 import os
+import subprocess
 import tempfile
 from typing import Any
 
@@ -104,6 +106,10 @@ def fingerprint(paths: list[str], skip: str) -> dict[str, str]:
     return found
 
 
+# A unit in either state is up (a reload, Prometheus's for one, is not a stop).
+RUNNING = ("active", "reloading")
+
+
 def unit_states(module: AnsibleModule, units: list[str]) -> dict[str, tuple[str, str]]:
     """unit -> (ActiveState, UnitFileState), from one systemctl call for all of them."""
     units = list(dict.fromkeys(units))  # one block per name given, so each name once
@@ -118,15 +124,16 @@ def unit_states(module: AnsibleModule, units: list[str]) -> dict[str, tuple[str,
             for unit, block in zip(units, blocks, strict=True)}
 
 
-def expected_units(module: AnsibleModule, units: list[str]) -> list[str]:
-    """The units the host is to run: enabled (the converge enables every unit it starts) or active now. One enabled
-    but down when the record is made is recorded all the same, so the next check finds it down."""
-    return [unit for unit, (state, enabled) in unit_states(module, units).items()
-            if state == "active" or enabled.startswith("enabled")]
+def expected_units(module: AnsibleModule, units: list[str]) -> dict[str, str]:
+    """The units the host is to run, each with its unit-file state: enabled (the converge enables every unit it
+    starts) or active now. One enabled but down when the record is made is recorded all the same, so the next check
+    finds it down; one disabled or masked since is found by its state."""
+    return {unit: enabled for unit, (state, enabled) in unit_states(module, units).items()
+            if state in RUNNING or enabled.startswith("enabled")}
 
 
 def image_ids(module: AnsibleModule, images: list[str]) -> dict[str, str]:
-    """image -> its ID here ('' when it is not here), from one docker call."""
+    """image -> its ID here ('' when it is not here, or Docker does not answer within 30 s)."""
     if not images:
         return {}
     docker = module.get_bin_path("docker")
@@ -134,8 +141,12 @@ def image_ids(module: AnsibleModule, images: list[str]) -> dict[str, str]:
         return dict.fromkeys(images, "")
     found: dict[str, str] = {}
     for image in images:  # inspect stops at its first missing image, so one call per image (two at most)
-        rc, out, _ = module.run_command([docker, "image", "inspect", "--format", "{{.Id}}", image], check_rc=False)
-        found[image] = out.strip() if rc == 0 else ""
+        try:
+            done = subprocess.run([docker, "image", "inspect", "--format", "{{.Id}}", image], capture_output=True,
+                                  text=True, timeout=30, check=False)
+        except subprocess.TimeoutExpired:
+            done = None
+        found[image] = done.stdout.strip() if done is not None and done.returncode == 0 else ""
     return found
 
 
@@ -151,22 +162,29 @@ def package_versions(module: AnsibleModule, packages: list[str]) -> dict[str, st
             (line.split("\t") for line in out.splitlines() if line.count("\t") == 2) if status.startswith("ii")}
 
 
-def controller_address(pid: int | None = None, proc: str = "/proc") -> str:
+def controller_address(pid: int | None = None, proc: str = "/proc") -> str | None:
     """The controller's address as this host sees the SSH connection: the first field of SSH_CLIENT in the
     environment of this process or its nearest ancestor that has one (sudo's reset environment has none; the login
-    process sshd started does), as the firewall reads it; '' without SSH (a local or docker connection)."""
+    process sshd started does), as the firewall reads it; '' without SSH (a local or docker connection). An ancestor
+    whose environment cannot be read (sudo, not dumpable, to a root without CAP_SYS_PTRACE) is passed over; None when
+    the process tree itself cannot be read, which the check takes as a difference."""
     pid = os.getpid() if pid is None else pid
-    while pid > 1:
+    for _ in range(64):  # a process tree is far shallower; the bound only guards a /proc that loops
+        if pid <= 1:
+            return ""
         try:
             with open(f"{proc}/{pid}/environ", "rb") as handle:
                 for entry in handle.read().split(b"\0"):
                     if entry.startswith(b"SSH_CLIENT="):
                         return entry[len(b"SSH_CLIENT="):].decode(errors="replace").split(" ")[0]
+        except OSError:
+            pass
+        try:
             with open(f"{proc}/{pid}/stat", encoding="utf-8") as handle:
                 pid = int(handle.read().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
-            return ""
-    return ""
+            return None
+    return None
 
 
 WHAT = {"code": "the bundle's code", "image_tag": "the images' tag (images/ or the build settings)",
@@ -194,6 +212,8 @@ def _part_difference(recorded: dict[str, Any], parts: dict[str, Any]) -> str:
 
 def differences(record: dict[str, Any], parts: dict[str, Any], module: AnsibleModule) -> str:
     """'' when the host is as recorded, else the first difference found."""
+    if record.get("unreadable") or not isinstance(record.get("units", {}), dict):
+        return "the record of the last converge could not be read"
     found = _part_difference(record.get("parts") or {}, parts)
     if found:
         return found
@@ -205,10 +225,12 @@ def differences(record: dict[str, Any], parts: dict[str, Any], module: AnsibleMo
     added = sorted(set(now) - set(files))
     if added:
         return f"{added[0]} was added since the last converge"
-    units = list(record.get("units") or [])
-    stopped = [unit for unit, (state, _) in unit_states(module, units).items() if state != "active"]
-    if stopped:
-        return f"unit {stopped[0]} is not active"
+    units: dict[str, str] = record.get("units") or {}
+    for unit, (state, enabled) in unit_states(module, sorted(units)).items():
+        if state not in RUNNING:
+            return f"unit {unit} is not active"
+        if enabled != units[unit]:
+            return f"unit {unit} is {enabled or 'not installed'}, not {units[unit]} as the last converge left it"
     images: dict[str, str] = record.get("images") or {}
     for image, image_id in image_ids(module, sorted(images)).items():
         if image_id != images[image]:
@@ -218,9 +240,13 @@ def differences(record: dict[str, Any], parts: dict[str, Any], module: AnsibleMo
     for package in sorted(packages):
         if versions.get(package) != packages[package]:
             return f"package {package} was removed or changed version since the last converge"
-    if "controller" in record and controller_address() != record["controller"]:
-        return (f"the controller's address ({controller_address() or 'none'}) is not the one the firewall lets in "
-                f"({record['controller'] or 'none'})")
+    if "controller" in record:
+        address = controller_address()
+        if address is None or record["controller"] is None:
+            return "the controller's address (the firewall lets it in) could not be read from /proc"
+        if address != record["controller"]:
+            return (f"the controller's address ({address or 'none'}) is not the one the firewall lets in "
+                    f"({record['controller'] or 'none'})")
     return ""
 
 
@@ -253,6 +279,8 @@ def main() -> None:
             with open(path, encoding="utf-8") as handle:
                 record = json.load(handle)
         except ValueError:
+            record = {}
+        if not isinstance(record, dict) or not record:
             record = {"unreadable": True}
     if module.params["state"] == "check":
         reason = differences(record, module.params["parts"], module) if record else "no converge was recorded"
