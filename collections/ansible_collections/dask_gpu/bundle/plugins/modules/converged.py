@@ -140,7 +140,7 @@ def image_ids(module: AnsibleModule, images: list[str]) -> dict[str, str]:
     if not docker:
         return dict.fromkeys(images, "")
     found: dict[str, str] = {}
-    for image in images:  # inspect stops at its first missing image, so one call per image (two at most)
+    for image in images:  # one call each (two): inspect's output of several leaves out a missing one unnamed
         try:
             done = subprocess.run([docker, "image", "inspect", "--format", "{{.Id}}", image], capture_output=True,
                                   text=True, timeout=30, check=False)
