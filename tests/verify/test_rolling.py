@@ -48,6 +48,36 @@ def test_retire_moves_the_hosts_keys_then_wait_sees_its_new_worker(cluster: Loca
         assert [len(f.result()) for f in data] == list(range(20))
 
 
+def test_retire_waits_for_a_running_task_and_moves_its_result(cluster: LocalDask) -> None:
+    """Upstream's retirement returns while a task still runs on the retiring worker; its result then lands there,
+    held only there, and the restart would lose it. `retire` waits for it and moves the result too."""
+    def slow_list(n: int) -> list[int]:  # nested: pickled by value, the workers cannot import this module
+        time.sleep(15)  # longer than dask-gpu-roll takes to start and connect
+        return list(range(n))
+
+    address = cluster.start_scheduler()
+    cluster.start_worker("w-a", host=RETIRED_HOST)
+    cluster.start_worker("w-b", host=OTHER_HOST)
+    with Client(address, timeout=30) as client:
+        client.wait_for_workers(2, timeout=60)
+        on_a = [w for w, info in client.scheduler_info(n_workers=-1)["workers"].items()
+                if info["host"] == RETIRED_HOST]
+        running = client.submit(slow_list, 7, pure=False, workers=on_a)
+        deadline = time.monotonic() + 30
+        while not client.processing(workers=on_a)[on_a[0]] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # started there, not only assigned
+
+        code, retired = roll("retire", "--scheduler", address, "--host", RETIRED_HOST, "--timeout", "60")
+        assert code == 0, retired
+        assert running.done(), retired  # waited for
+        assert (retired["keys_only_there"], retired["timed_out"]) == (0, False), retired
+        assert retired["rounds"] >= 2 and retired["seconds"] >= 1, retired
+        holders = set(client.who_has([running])[running.key])
+        assert holders and not holders & set(on_a), holders  # the result lives on the other host
+        assert running.result() == list(range(7))
+
+
 def test_wait_and_retire_give_up_in_time(cluster: LocalDask) -> None:
     address = cluster.start_scheduler()
     cluster.start_worker("w-b", host=OTHER_HOST)

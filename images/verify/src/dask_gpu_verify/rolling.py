@@ -5,11 +5,14 @@
 
 `retire` moves the data of every worker on the given hosts to the other workers through the scheduler
 (`retire_workers(close_workers=False, remove=False)`: the workers stay up, so systemd does not start them again
-half-way, and stay known to the scheduler until their unit restarts). Upstream waits without a limit; this
-waits at most --timeout seconds, then reports the keys held only there. `wait` returns once each host has
-COUNT running workers, none of them an --exclude'd (retired) one, known by its local directory. Both print one
-JSON object on stdout and exit 0, or 1 when the time ran out (the object says what was missing), 2 when the
-scheduler is unreachable.
+half-way, and stay known to the scheduler until their unit restarts). A retiring worker stops starting tasks, but a
+task it was running finishes there after upstream's retirement has returned, its result held only there (upstream
+lets it be lost and recomputed): `retire` waits for those tasks and retires again until a round that began with none
+running leaves no key only there. Upstream waits without a limit; this waits at most --timeout seconds in all, then
+reports the keys held only there.
+`wait` returns once each host has COUNT running workers, none of them an --exclude'd (retired) one, known by its
+local directory. Both print one JSON object on stdout and exit 0, or 1 when the time ran out (the object says what
+was missing), 2 when the scheduler is unreachable.
 TLS comes from the Dask configuration (DASK_DISTRIBUTED__COMM__TLS__*).
 """
 from __future__ import annotations
@@ -45,8 +48,18 @@ def keys_on(client: Any, addresses: list[str], *, only: bool = False) -> int:
     return sum(1 for key in keys if set(holders.get(key) or ()) <= set(addresses))
 
 
+def running_tasks(client: Any, addresses: list[str]) -> int:
+    """How many tasks the workers are running now (seceded ones included); a worker that does not answer counts 0."""
+    def count(dask_worker: Any) -> int:  # nested: pickled by value, the workers cannot import this module
+        return len(dask_worker.state.executing) + len(dask_worker.state.long_running)
+
+    answers = client.run(count, workers=addresses, on_error="return")
+    return sum(answer for answer in answers.values() if isinstance(answer, int))
+
+
 def retire(client: Any, hosts: list[str], timeout: float) -> dict[str, Any]:
-    """Retire every worker of the hosts (keys moved away, workers left running); bounded by timeout."""
+    """Retire every worker of the hosts (keys moved away, workers left running, the tasks they were running waited
+    for and their results moved too); bounded by timeout in all."""
     info = client.scheduler_info(n_workers=-1)["workers"]
     found = on_hosts(info, hosts)
     addresses = [address for host in hosts for address in found[host]]
@@ -55,13 +68,27 @@ def retire(client: Any, hosts: list[str], timeout: float) -> dict[str, Any]:
                               "retired": [str(info[address].get("local_directory")) for address in addresses]}
     before = keys_on(client, addresses)
     started = time.monotonic()
+    deadline = started + timeout
     timed_out = False
-    if addresses:
+    rounds = 0
+    idle = False  # whether no task was running there when this round began (known only once they stopped starting)
+    while addresses:
         try:
-            client.sync(_retire_bounded, client, addresses, timeout)
+            client.sync(_retire_bounded, client, addresses, max(deadline - time.monotonic(), 0.01))
         except TimeoutError:
             timed_out = True
+            break
+        rounds += 1
+        if idle and keys_on(client, addresses, only=True) == 0:
+            break
+        if time.monotonic() >= deadline:
+            timed_out = True
+            break
+        idle = running_tasks(client, addresses) == 0
+        if not idle:
+            time.sleep(0.2)
     result.update(keys_before=before, keys_only_there=keys_on(client, addresses, only=True), timed_out=timed_out,
+                  rounds=rounds, running_left=running_tasks(client, addresses) if timed_out else 0,
                   seconds=round(time.monotonic() - started, 2))
     return result
 
