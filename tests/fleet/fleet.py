@@ -9,9 +9,10 @@ scripts/sandbox.sh) with its own Docker Engine, which site.yml installs as on a 
 sandbox's connection, whose docker CLI calls cost the controller more per task); one host is the scheduler, the
 others CPU workers. The images use the `cpu` profile (Dask without CUDA libraries, 338 MB) and
 reach the hosts through the cluster registry: the point is the orchestration, not the image. For each N the
-steps run in order, and each is timed twice: wall seconds, and the controller's CPU seconds (ansible-playbook and
-every process it forked), per host. Rows go to OUT/fleet.jsonl as they finish; tests/fleet/report.py fits them and
-projects 100 and 1,000 hosts. Not part of CI (CI keeps tests/fleet/test_fleet_guard.py, the model part at 1,000
+steps run in order, and each is timed three ways: wall seconds, the controller's CPU seconds (ansible-playbook and
+every process it forked), and the whole machine's CPU seconds (/proc/stat), whose rest is the hosts' own work (their
+systemd, Docker, apt, containers) with whatever else ran. Rows go to OUT/fleet.jsonl as they finish;
+tests/fleet/report.py fits them and projects 100 and 1,000 hosts, also for hosts on machines of their own. Not part of CI (CI keeps tests/fleet/test_fleet_guard.py, the model part at 1,000
 hosts). The hosts are removed after each N unless --keep.
 """
 from __future__ import annotations
@@ -130,17 +131,29 @@ def controller_cpu() -> float:
     return usage.children_user + usage.children_system
 
 
+def machine_cpu(stat: Path = Path("/proc/stat")) -> float:
+    """CPU seconds the whole machine has spent busy since it started: the first line of /proc/stat (user, nice,
+    system, irq, softirq and steal; idle and iowait are not busy; guest time is already inside user)."""
+    fields = stat.read_text().splitlines()[0].split()
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(value) for value in fields[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def run_step(step: str, inv: Path, out: Path) -> dict[str, Any]:
     env = {**os.environ, "ANSIBLE_PIPELINING": "true", "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
            "ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks", "ANSIBLE_NOCOLOR": "1"}
-    cpu, started = controller_cpu(), time.monotonic()
+    cpu, machine, started = controller_cpu(), machine_cpu(), time.monotonic()
     run = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv), *PLAYBOOK[step]],
                          cwd=ROOT, capture_output=True, text=True, env=env, check=False)
-    wall, cpu = time.monotonic() - started, controller_cpu() - cpu
+    wall, cpu, machine = time.monotonic() - started, controller_cpu() - cpu, machine_cpu() - machine
     (out / f"{step}.log").write_text(run.stdout + run.stderr)
     recap = re.findall(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", run.stdout, re.M)
     tasks = len(re.findall(r"^TASK \[", run.stdout, re.M))
+    cores = os.cpu_count() or 1
     return {"step": step, "rc": run.returncode, "wall_s": round(wall, 1), "controller_cpu_s": round(cpu, 1),
+            "machine_cpu_s": round(machine, 1), "hosts_cpu_s": round(max(machine - cpu, 0.0), 1), "cores": cores,
+            # How busy the machine's cores were: near 1, the step waited for CPU, and the hosts' work took it.
+            "busy": round(machine / (wall * cores), 2) if wall > 0 else 0.0,
             "tasks": tasks, "changed": sum(int(row[2]) for row in recap),
             "failed": sum(int(row[3]) + int(row[4]) for row in recap)}
 

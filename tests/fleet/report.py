@@ -7,6 +7,12 @@ The fit assumes what the runs show on one machine: a fixed part (the controller'
 steps) plus a part per host, growing linearly. It does not know where the machine itself becomes the limit: all
 hosts run on the controller's own cores here, so wall times at large N are the machine's, not a fleet's (a real fleet
 runs each host's work on its own CPU; the controller's CPU time per host is the figure that carries over).
+
+Rows that carry the machine's CPU time (fleet.py since it reads /proc/stat) also get an estimate of the wall time with
+each host on a machine of its own, `own`: the wall time less the time the shared cores spent on the hosts' work
+(hosts' CPU seconds / cores), but never under the controller's CPU seconds / cores nor one host's share of the hosts'
+CPU seconds. It assumes the step was CPU-bound here (each row's `busy`, near 1, says so), that a host does on its own
+machine what it did here, and that the network between hosts is not the limit; it is an estimate, not a measurement.
 """
 from __future__ import annotations
 
@@ -32,6 +38,16 @@ def fit(points: list[tuple[float, float]]) -> tuple[float, float]:
     return mean_y - slope * mean_x, slope
 
 
+def own_wall(row: dict[str, Any]) -> float | None:
+    """The estimated wall seconds of the step with each host on a machine of its own (see above); None without the
+    machine's CPU time."""
+    if "hosts_cpu_s" not in row or "cores" not in row:
+        return None
+    cores, hosts_cpu = float(row["cores"]), float(row["hosts_cpu_s"])
+    return max(float(row["wall_s"]) - hosts_cpu / cores, float(row["controller_cpu_s"]) / cores,
+               hosts_cpu / float(row["hosts"]))
+
+
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """{step: {measured: {N: row}, wall: (a, b), cpu: (a, b), projected: {N: {wall_s, controller_cpu_s}}}}."""
     by_step: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
@@ -46,6 +62,13 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
                      "wall_fit": [round(value, 3) for value in wall], "cpu_fit": [round(value, 3) for value in cpu],
                      "projected": {n: {"wall_s": round(wall[0] + wall[1] * n, 1),
                                        "controller_cpu_s": round(cpu[0] + cpu[1] * n, 1)} for n in PROJECT}}
+        owns = [(n, own_wall(row)) for n, row in sorted(measured.items())]
+        if owns and all(value is not None for _, value in owns):
+            own = fit([(n, float(value)) for n, value in owns if value is not None])
+            out[step]["own_wall"] = {n: round(float(value), 1) for n, value in owns if value is not None}
+            out[step]["own_fit"] = [round(value, 3) for value in own]
+            for n in PROJECT:
+                out[step]["projected"][n]["own_wall_s"] = round(own[0] + own[1] * n, 1)
     return out
 
 
@@ -54,6 +77,7 @@ def markdown(result: dict[str, Any]) -> str:
     head = ["step"] + [f"N={n} wall / CPU s" for n in counts] + ["fit: wall s", "fit: CPU s"] + \
         [f"{n} hosts (projected) wall / CPU" for n in PROJECT]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    owned = [step for step, data in result.items() if "own_fit" in data]
     for step, data in result.items():
         cells = [step]
         for n in counts:
@@ -64,6 +88,20 @@ def markdown(result: dict[str, Any]) -> str:
         cells += [f"{data['projected'][n]['wall_s']:.0f} / {data['projected'][n]['controller_cpu_s']:.0f}"
                   for n in PROJECT]
         lines.append("| " + " | ".join(cells) + " |")
+    if owned:
+        head = ["step"] + [f"N={n} busy / hosts' CPU s / own wall s" for n in counts] + ["fit: own wall s"] + \
+            [f"{n} hosts (projected) own wall s" for n in PROJECT]
+        lines += ["", "Each host on a machine of its own (estimated; tests/fleet/report.py says how):", "",
+                  "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+        for step in owned:
+            data = result[step]
+            cells = [step]
+            for n in counts:
+                row = data["measured"].get(n)
+                cells.append(f"{row['busy']} / {row['hosts_cpu_s']} / {data['own_wall'][n]}" if row else "-")
+            cells.append(f"{data['own_fit'][0]:.1f} + {data['own_fit'][1]:.2f} N")
+            cells += [f"{data['projected'][n]['own_wall_s']:.0f}" for n in PROJECT]
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -43,3 +43,21 @@ def test_the_files_are_written(report: ModuleType, tmp_path: Path) -> None:
     assert "| check | 2.5 / 5.0 | 6.0 / 12.0 | 1.0 + 0.50 N | 2.0 + 1.00 N | 51 / 102 | 501 / 1002 |" in table
     assert (tmp_path / "fleet.svg").read_text().startswith("<svg")
     assert json.loads((tmp_path / "fleet.json").read_text())["check"]["wall_fit"] == [1.0, 0.5]
+
+
+def test_the_wall_time_on_machines_of_their_own_is_estimated_and_bounded(report: ModuleType) -> None:
+    """Wall less the hosts' CPU seconds over the shared cores, never under the controller's CPU over the cores nor
+    one host's share of the hosts' CPU."""
+    measured = [{"hosts": 10, "step": "converge", "rc": 0, "wall_s": 100.0, "controller_cpu_s": 40.0,
+                 "hosts_cpu_s": 120.0, "cores": 2, "busy": 0.8},
+                {"hosts": 20, "step": "converge", "rc": 0, "wall_s": 190.0, "controller_cpu_s": 70.0,
+                 "hosts_cpu_s": 260.0, "cores": 2, "busy": 0.87}]
+    result = report.summary(measured)["converge"]
+    assert result["own_wall"] == {10: 40.0, 20: 60.0}
+    assert result["own_fit"] == [20.0, 2.0] and result["projected"][100]["own_wall_s"] == 220.0
+    assert report.own_wall({"hosts": 3, "wall_s": 10.0, "controller_cpu_s": 8.0, "hosts_cpu_s": 30.0,
+                            "cores": 2}) == 10.0  # one host's share of the hosts' work
+    assert report.own_wall({"hosts": 3, "wall_s": 10.0, "controller_cpu_s": 30.0, "hosts_cpu_s": 6.0,
+                            "cores": 2}) == 15.0  # the controller's CPU over its cores
+    assert "Each host on a machine of its own" in report.markdown(report.summary(measured))
+    assert "own_fit" not in report.summary(rows("check", 1.0, 0.5, (3, 10)))["check"]  # rows without the machine's CPU

@@ -1,12 +1,13 @@
 """The images' filters (roles/dask_images): context_files (tasks/build.yml's one-task build context: what Docker would
 send of images/, with contents and modes, nothing .dockerignore leaves out) and disk_room (tasks/archive.yml: room for
-the archive and the images it loads, from df's real output format)."""
+the archive and the images it loads, from df's real output format) and apt_new_packages (tasks/registry-host.yml: the
+packages an install of skopeo added, from apt-get's real output, which a teardown purges)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from ansible_collections.dask_gpu.bundle.plugins.filter.images import context_files, disk_room
+from ansible_collections.dask_gpu.bundle.plugins.filter.images import apt_new_packages, context_files, disk_room
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,3 +66,30 @@ def test_two_file_systems_each_need_the_archive_once_and_each_short_one_is_named
 
 def test_unreadable_df_output_is_a_problem_not_a_pass() -> None:
     assert disk_room([HEADER], GB, "w3", "/a", "/b").startswith("w3: the free disk space could not be read from df")
+
+
+# apt-get install --no-install-recommends skopeo on Debian 12, as printed (the head of its output).
+APT_OUTPUT = """Reading package lists...
+Building dependency tree...
+Reading state information...
+The following additional packages will be installed:
+  containernetworking-plugins golang-github-containers-common
+  golang-github-containers-image libgpgme11
+Recommended packages:
+  netavark
+The following NEW packages will be installed:
+  containernetworking-plugins golang-github-containers-common
+  golang-github-containers-image libgpgme11 skopeo
+0 upgraded, 5 newly installed, 0 to remove and 138 not upgraded.
+Setting up skopeo (1.9.3+ds1-1+b10) ...
+"""
+
+
+def test_the_packages_an_install_added_are_read_from_apt_gets_output() -> None:
+    assert apt_new_packages(APT_OUTPUT, "skopeo") == [
+        "containernetworking-plugins", "golang-github-containers-common", "golang-github-containers-image",
+        "libgpgme11", "skopeo"]
+    # Recommended and suggested packages are not installed: not named. Output without the list names the package only.
+    assert apt_new_packages("Reading package lists...\nskopeo is already the newest version.\n", "skopeo") == ["skopeo"]
+    assert apt_new_packages("The following NEW packages will be installed:\n  skopeo:amd64\n", "skopeo") == [
+        "skopeo", "skopeo:amd64"]

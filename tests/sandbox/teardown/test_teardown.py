@@ -68,6 +68,14 @@ def test_docker_and_the_operators_daemon_json_stay_the_images_go_when_asked(torn
     assert not [image for image in images if "dask-gpu-" in image], images
     registry = live.on_host(host, "test", "-e", "/var/lib/docker-registry", check=False).returncode
     assert registry == 1, f"{host}: the registry's storage is still there"
+    # The registry host pushed from the archive with skopeo, which the bundle installed (the sandbox hosts lack it):
+    # it and the dependencies it brought are purged, its cache folder went after the push, the archive too.
+    packages = live.on_host(host, "dpkg-query", "-W", "-f=${Package} ${Status}\n", "skopeo",
+                            "golang-github-containers-common", check=False).stdout
+    assert "install ok installed" not in packages, f"{host}: {packages}"
+    assert live.on_host(host, "test", "-e", "/var/lib/containers", check=False).returncode == 1, host
+    archives = live.on_host(host, "ls", "-A", "/var/lib/dask-images", check=False).stdout.split()
+    assert not [name for name in archives if name.endswith(".tar")], (host, archives)
 
 
 def test_site_yml_deploys_again_after_teardown_with_the_archive(torn_down: float) -> None:

@@ -1,5 +1,5 @@
 """Filters of the images' way to the hosts (roles/dask_images): the build context as files for one write, and whether
-a host has room for the archive and the images it loads."""
+a host has room for the archive and the images it loads, and which packages an apt install added."""
 from __future__ import annotations
 
 import fnmatch
@@ -75,6 +75,22 @@ def disk_room(df_lines: list[str], size: int, host: str, work_dir: str, docker_r
             "dask_images_work_dir to a larger file system.")
 
 
+
+def apt_new_packages(stdout: str, wanted: str) -> list[str]:
+    """The packages an apt-get install added, from its output's "The following NEW packages will be installed:" list
+    (indented lines; names may carry an architecture), with `wanted` itself always among them; sorted."""
+    added: set[str] = {wanted}
+    lines = iter(stdout.splitlines())
+    for line in lines:
+        if line.startswith("The following NEW packages will be installed"):
+            for item in lines:
+                if not item.startswith(" "):
+                    break
+                added.update(item.split())
+            break
+    return sorted(added)
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"context_files": context_files, "disk_room": disk_room}
+        return {"context_files": context_files, "disk_room": disk_room, "apt_new_packages": apt_new_packages}
