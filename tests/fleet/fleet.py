@@ -12,8 +12,9 @@ reach the hosts through the cluster registry: the point is the orchestration, no
 steps run in order, and each is timed three ways: wall seconds, the controller's CPU seconds (ansible-playbook and
 every process it forked), and the whole machine's CPU seconds (/proc/stat), whose rest is the hosts' own work (their
 systemd, Docker, apt, containers) with whatever else ran. Rows go to OUT/fleet.jsonl as they finish;
-tests/fleet/report.py fits them and projects 100 and 1,000 hosts, also for hosts on machines of their own. Not part of CI (CI keeps tests/fleet/test_fleet_guard.py, the model part at 1,000
-hosts). The hosts are removed after each N unless --keep.
+tests/fleet/report.py fits them and projects 100 and 1,000 hosts, also for hosts on machines of their own. Not part
+of CI (CI keeps tests/fleet/test_fleet_guard.py, the model part at 1,000 hosts). The hosts are removed after each N
+unless --keep.
 """
 from __future__ import annotations
 

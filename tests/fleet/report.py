@@ -10,9 +10,11 @@ runs each host's work on its own CPU; the controller's CPU time per host is the 
 
 Rows that carry the machine's CPU time (fleet.py since it reads /proc/stat) also get an estimate of the wall time with
 each host on a machine of its own, `own`: the wall time less the time the shared cores spent on the hosts' work
-(hosts' CPU seconds / cores), but never under the controller's CPU seconds / cores nor one host's share of the hosts'
-CPU seconds. It assumes the step was CPU-bound here (each row's `busy`, near 1, says so), that a host does on its own
-machine what it did here, and that the network between hosts is not the limit; it is an estimate, not a measurement.
+(hosts' CPU seconds / cores), scaled by how busy the cores were (`busy`, the machine's CPU seconds over wall x cores:
+with idle cores, part of the hosts' work ran while the controller waited anyway), but never under the controller's
+CPU seconds / cores nor one host's share of the hosts' CPU seconds; its projection is the line through those, but
+never under the projected controller CPU seconds / cores. It assumes that a host does on its own machine
+what it did here and that the network between hosts is not the limit; it is an estimate, not a measurement.
 """
 from __future__ import annotations
 
@@ -43,9 +45,9 @@ def own_wall(row: dict[str, Any]) -> float | None:
     machine's CPU time."""
     if "hosts_cpu_s" not in row or "cores" not in row:
         return None
-    cores, hosts_cpu = float(row["cores"]), float(row["hosts_cpu_s"])
-    return max(float(row["wall_s"]) - hosts_cpu / cores, float(row["controller_cpu_s"]) / cores,
-               hosts_cpu / float(row["hosts"]))
+    cores, hosts_cpu, busy = float(row["cores"]), float(row["hosts_cpu_s"]), min(float(row.get("busy", 1.0)), 1.0)
+    return round(max(float(row["wall_s"]) - busy * hosts_cpu / cores, float(row["controller_cpu_s"]) / cores,
+                     hosts_cpu / float(row["hosts"])), 3)
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -67,8 +69,10 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             own = fit([(n, float(value)) for n, value in owns if value is not None])
             out[step]["own_wall"] = {n: round(float(value), 1) for n, value in owns if value is not None}
             out[step]["own_fit"] = [round(value, 3) for value in own]
-            for n in PROJECT:
-                out[step]["projected"][n]["own_wall_s"] = round(own[0] + own[1] * n, 1)
+            cores = max(float(row["cores"]) for row in measured.values())
+            for n in PROJECT:  # the line, but never under the controller's projected CPU over its cores
+                out[step]["projected"][n]["own_wall_s"] = round(max(own[0] + own[1] * n,
+                                                                    (cpu[0] + cpu[1] * n) / cores), 1)
     return out
 
 

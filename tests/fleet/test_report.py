@@ -46,15 +46,23 @@ def test_the_files_are_written(report: ModuleType, tmp_path: Path) -> None:
 
 
 def test_the_wall_time_on_machines_of_their_own_is_estimated_and_bounded(report: ModuleType) -> None:
-    """Wall less the hosts' CPU seconds over the shared cores, never under the controller's CPU over the cores nor
-    one host's share of the hosts' CPU."""
+    """Wall less the hosts' CPU seconds over the shared cores (scaled by how busy they were), never under the
+    controller's CPU over the cores nor one host's share of the hosts' CPU."""
     measured = [{"hosts": 10, "step": "converge", "rc": 0, "wall_s": 100.0, "controller_cpu_s": 40.0,
-                 "hosts_cpu_s": 120.0, "cores": 2, "busy": 0.8},
+                 "hosts_cpu_s": 120.0, "cores": 2, "busy": 1.0},
                 {"hosts": 20, "step": "converge", "rc": 0, "wall_s": 190.0, "controller_cpu_s": 70.0,
-                 "hosts_cpu_s": 260.0, "cores": 2, "busy": 0.87}]
+                 "hosts_cpu_s": 260.0, "cores": 2, "busy": 1.0}]
     result = report.summary(measured)["converge"]
     assert result["own_wall"] == {10: 40.0, 20: 60.0}
     assert result["own_fit"] == [20.0, 2.0] and result["projected"][100]["own_wall_s"] == 220.0
+    # 1,000 hosts: the line says 2,020 s, the controller's CPU (10 + 3 N) over 2 cores 1,505 s: the line stands.
+    assert result["projected"][1000]["own_wall_s"] == 2020.0
+    steeper = [measured[0], {**measured[1], "controller_cpu_s": 100.0}]  # controller CPU -20 + 6 N
+    bound = report.summary(steeper)["converge"]
+    assert bound["own_fit"] == [20.0, 2.0]  # the measured points are wall-bound: the same line
+    assert bound["projected"][100]["own_wall_s"] == 290.0  # (-20 + 600) / 2 cores, over the line's 220
+    assert report.own_wall({"hosts": 10, "wall_s": 100.0, "controller_cpu_s": 40.0, "hosts_cpu_s": 120.0,
+                            "cores": 2, "busy": 0.5}) == 70.0  # half busy: half the hosts' time taken off
     assert report.own_wall({"hosts": 3, "wall_s": 10.0, "controller_cpu_s": 8.0, "hosts_cpu_s": 30.0,
                             "cores": 2}) == 10.0  # one host's share of the hosts' work
     assert report.own_wall({"hosts": 3, "wall_s": 10.0, "controller_cpu_s": 30.0, "hosts_cpu_s": 6.0,
