@@ -6,7 +6,8 @@ converge left it and runs only the checks and the readiness check; each host's r
 packages;
 then a file the bundle manages is edited on a host (the firewall table of dask-w2), and the next run names it, runs
 every task, puts the file back and records every host again; a worker image untagged on one host and a unit stopped
-on another are named by the check of a checks-only run (--tags always), which drops their records; last, a
+on another are named by the check of a checks-only run (--tags always), which drops their records; the worker image
+gone from one host comes back through the cluster's registry, the push host pushing from Docker; last, a
 checks-only run with another setting for dask-w1 drops every host's record before anything changes (what a run that
 fails half-way leaves)."""
 from __future__ import annotations
@@ -105,6 +106,36 @@ def test_an_image_untagged_and_a_unit_stopped_by_hand_are_found() -> None:
     assert live.on_host(live.SCHEDULER, "test", "-e", RECORD, check=False).returncode == 0
     for host in live.WORKERS:
         assert live.on_host(host, "test", "-e", RECORD, check=False).returncode == 1, f"{host} kept its record"
+
+
+def task_results(output: str, task: str) -> str:
+    """The result lines of the first task whose header starts with `task` (up to the next header), or ''."""
+    match = re.search(r"^TASK \[" + re.escape(task) + r".*?\n(.*?)(?=^TASK \[|^PLAY RECAP)", output, re.M | re.S)
+    return match.group(1) if match else ""
+
+
+def test_an_image_gone_from_one_host_comes_back_through_the_registry_pushed_from_docker() -> None:
+    """The worker image's tag removed on dask-w1 (its layers kept under another tag): the images step
+    (--tags images) finds dask-w1 without it, and the push host (dask-sched), which has the images and no archive
+    (a host added later has the same), pushes them from Docker; dask-w1 pulls from the cluster's registry."""
+    record = json.loads(live.on_host(live.SCHEDULER, "cat", RECORD).stdout)
+    image = next(name for name in record["images"] if "-scheduler:" in name).replace("-scheduler:", "-worker:")
+    live.on_host(live.WORKERS[0], "docker", "image", "tag", image, f"{image}-kept")
+    live.on_host(live.WORKERS[0], "docker", "image", "rm", image)
+    try:
+        run = live.playbook("site.yml", "--tags", "images", timeout=900)
+        back = live.on_host(live.WORKERS[0], "docker", "image", "inspect", "-f", "{{.Id}}", image, check=False)
+    finally:
+        if live.on_host(live.WORKERS[0], "docker", "image", "inspect", image, check=False).returncode:
+            live.on_host(live.WORKERS[0], "docker", "image", "tag", f"{image}-kept", image)
+        live.on_host(live.WORKERS[0], "docker", "image", "rm", f"{image}-kept")
+    assert run.returncode == 0, run.stdout[-4000:]
+    assert back.returncode == 0, back.stderr
+    pushed = task_results(run.stdout, "dask_images : Images are pushed to the registry (timeout")
+    assert re.search(r"^(ok|changed): \[dask-sched", pushed, re.M), pushed or run.stdout[-4000:]
+    skopeo = task_results(run.stdout, "dask_images : Images are pushed to the registry from the archive")
+    assert not re.search(r"^(ok|changed): ", skopeo, re.M), skopeo
+    assert f"{live.WORKERS[0]}: " in said(run.stdout) and "GB of images pulled in" in said(run.stdout)
 
 
 def test_a_run_with_other_settings_drops_every_record_before_anything_changes(tmp_path: Path) -> None:
