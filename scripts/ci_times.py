@@ -1,0 +1,474 @@
+#!/usr/bin/env python3
+"""Where a CI run's time went, read from its log, and the guard against suites that grow.
+
+    scripts/ci_times.py LOG                       a Markdown table: every stage's seconds, the total against the
+                                                  90-minute limit and the 40-minute target
+    scripts/ci_times.py LOG --json FILE           the same data as JSON too
+    scripts/ci_times.py LOG --check TIMINGS       the guard: the converge, the idempotence step and each sandbox
+                                                  suite against their recorded seconds (exit 1 when one grew)
+    scripts/ci_times.py LOG --record TIMINGS      record this log's seconds as the new reference
+
+The stages come from the `[ci-time] STAGE SECONDS` lines that .ci/run, scripts/run-tests.sh and
+tests/sandbox/suites.py print. A log without them (older runs) is read from what it has: the `== STEP (HH:MM:SS)`
+lines, `images (PROFILE) built in N s`, the Ansible task timestamps between molecule's `Executing` and `Executed`
+lines, the `[suites]` summary and `lint/pytest done in N s`; those stages are marked "inferred". A stage found in
+neither way is reported missing, never guessed.
+
+The guard normalizes by the machine (one commit takes 45 minutes on one machine and 72 on another of the same
+kind): each stage's ratio measured/recorded, their median is the machine factor, and a stage fails only when its
+ratio is over RATIO_MARGIN x the factor AND it took more than SECONDS_MARGIN seconds over factor x recorded.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+LIMIT_S = 5400  # CI's hard limit: a run past 90 minutes lands nothing
+TARGET_S = 2400  # issue 38: every run within 40 minutes
+RATIO_MARGIN = 1.5
+SECONDS_MARGIN = 60.0
+GUARDED_MOLECULE = ("molecule:converge", "molecule:idempotence")
+RECORD_HINT = "scripts/ci_times.py LOG --record tests/sandbox/timings.json"
+
+CI_TIME = re.compile(r"\[ci-time\] ([A-Za-z0-9:_#+.-]+) (\d+(?:\.\d+)?)\b")
+SUITE_LINE = re.compile(r"\[suites\] (\S+)\s+(passed|FAILED)\s+(\d+(?:\.\d+)?) s\b")
+STEP_LINE = re.compile(r"^== (.+) \((\d\d):(\d\d):(\d\d)\)$")
+IMAGE_LINE = re.compile(r"^images \((\S+)\) built in (\d+) s")
+DONE_LINE = re.compile(r"^(lint|pytest|sandbox) done in (\d+) s")
+CI_EXIT = re.compile(r"^\[ci\] exit \d+, total (\d+) s")
+CI_COMMIT = re.compile(r"^\[ci\] commit ([0-9a-f]{7,40}|unknown), started (\d{4}-\d\d-\d\d)")
+MOLECULE = re.compile(r"\[default > ([a-z_]+)\] (Executing|Executed: (.*))$")
+# profile_tasks: "Saturday 28 November 2026  02:45:06 +0000 (0:00:01.445)       0:01:07.542 *****"
+ANSIBLE_TIME = re.compile(r"^[A-Z][a-z]+day +(\d{1,2} [A-Z][a-z]+ \d{4}) +(\d\d:\d\d:\d\d) ([+-]\d{4}) \(")
+
+# The steps of scripts/run-tests.sh whose time an older log shows only by its `== STEP (HH:MM:SS)` lines.
+STEP_KEYS = {
+    "docker daemon and base images": "docker+base-images",
+    "browser for the tests": "browser",
+    "lint and pytest (waited for)": "wait:lint-pytest",
+}
+LABELS = {
+    "apt": "apt packages (.ci/run)",
+    "venv": "virtualenv (make's set-up)",
+    "docker": "Docker daemon",
+    "base-images": "base images",
+    "docker+base-images": "Docker daemon and base images",
+    "browser": "browser for the tests",
+    "sandbox": "sandbox (scripts/sandbox.sh test, all of it)",
+    "sandbox:setup": "sandbox set-up (venv, Docker, host image)",
+    "wait:lint-pytest": "lint and pytest waited for after the sandbox",
+    "lint": "lint (beside the sandbox)",
+    "pytest": "pytest (beside the sandbox)",
+    "image:*": "image builds",
+    "suite:*": "the feature suites",
+}
+# Stages that should be in every complete log, in the table's order (a row says "missing" when one is not).
+EXPECTED_TOP = ("apt", "venv", "docker", "base-images", "image:*", "browser", "sandbox")
+# scripts/sandbox.sh test: `molecule destroy` (a clean slate), then `molecule test`: destroy, create, ..., destroy.
+EXPECTED_MOLECULE = ("destroy", "destroy#2", "create", "prepare", "converge", "idempotence", "verify", "side_effect",
+                     "verify#2", "destroy#3")
+EXPECTED_AFTER = ("wait:lint-pytest", "lint", "pytest")
+
+
+@dataclass
+class Stage:
+    key: str
+    seconds: float | None
+    source: str  # "ci-time", "inferred: ...", or "missing"
+    passed: bool | None = None  # suites only
+
+    @property
+    def label(self) -> str:
+        kind, _, name = self.key.partition(":")
+        if self.key in LABELS:
+            return LABELS[self.key]
+        if kind == "image":
+            return f"image build: {name}"
+        if kind == "molecule":
+            return f"molecule {name.replace('#', ' #')}"
+        if kind == "suite":
+            return f"suite {name}" + (" (FAILED)" if self.passed is False else "")
+        return self.key
+
+
+@dataclass
+class Report:
+    stages: dict[str, Stage] = field(default_factory=dict)
+    total: Stage | None = None
+    commit: str = ""
+    date: str = ""
+
+    def seconds(self, key: str) -> float | None:
+        stage = self.stages.get(key)
+        return stage.seconds if stage else None
+
+
+# --- reading a log ---------------------------------------------------------------------------------------------
+
+
+def explicit_times(lines: Iterable[str]) -> dict[str, float]:
+    """The `[ci-time] STAGE SECONDS` lines (anywhere in a line: Ansible quotes the suites' ones); the last wins."""
+    found: dict[str, float] = {}
+    for line in lines:
+        for match in CI_TIME.finditer(line):
+            found[match.group(1)] = float(match.group(2))
+    return found
+
+
+def suite_lines(lines: Iterable[str]) -> dict[str, tuple[float, bool]]:
+    """The `[suites] NAME  passed|FAILED  SECONDS s` summary lines: name -> (seconds, passed)."""
+    found: dict[str, tuple[float, bool]] = {}
+    for line in lines:
+        match = SUITE_LINE.search(line)
+        if match:
+            found[match.group(1)] = (float(match.group(3)), match.group(2) == "passed")
+    return found
+
+
+def ansible_time(line: str) -> datetime | None:
+    match = ANSIBLE_TIME.match(line)
+    if not match:
+        return None
+    return datetime.strptime(" ".join(match.groups()), "%d %B %Y %H:%M:%S %z")
+
+
+def molecule_key(action: str, seen: dict[str, int]) -> str:
+    """molecule:ACTION, molecule:ACTION#2 for its second run (verify, destroy), as run-tests.sh names them."""
+    seen[action] = seen.get(action, 0) + 1
+    return f"molecule:{action}" + (f"#{seen[action]}" if seen[action] > 1 else "")
+
+
+def ran(result: str) -> bool:
+    """False for an action molecule skipped (`Executed: Missing playbook`, `Executed: 2 missing ...`)."""
+    return "missing" not in result.lower()
+
+
+def inferred_molecule(lines: Sequence[str]) -> dict[str, float]:
+    """Each molecule action's seconds from the first to the last Ansible task timestamp between its `Executing` and
+    `Executed` lines (a lower bound: Ansible's start-up is not in it); actions without timestamps are left out."""
+    found: dict[str, float] = {}
+    seen: dict[str, int] = {}
+    current: str | None = None
+    stamps: list[datetime] = []
+    for line in lines:
+        match = MOLECULE.search(line)
+        if match and match.group(2) == "Executing":
+            current, stamps = match.group(1), []
+        elif match and current == match.group(1):
+            key = molecule_key(match.group(1), seen) if ran(match.group(3) or "") else ""
+            if key and len(stamps) >= 2:
+                found[key] = round((stamps[-1] - stamps[0]).total_seconds(), 1)
+            current = None
+        elif current:
+            stamp = ansible_time(line)
+            if stamp:
+                stamps.append(stamp)
+    return found
+
+
+def inferred_steps(lines: Iterable[str]) -> dict[str, float]:
+    """Stages from run-tests.sh's `== STEP (HH:MM:SS)` lines (each step until the next one) and its `... in N s`
+    lines."""
+    found: dict[str, float] = {}
+    steps: list[tuple[str, int]] = []
+    for line in lines:
+        match = STEP_LINE.match(line)
+        if match:
+            hours, minutes, seconds = (int(part) for part in match.group(2, 3, 4))
+            steps.append((match.group(1), hours * 3600 + minutes * 60 + seconds))
+        elif image := IMAGE_LINE.match(line):
+            found[f"image:{image.group(1)}"] = float(image.group(2))
+        elif done := DONE_LINE.match(line):
+            found[done.group(1)] = float(done.group(2))
+    for (title, started), (_, ended) in zip(steps, steps[1:], strict=False):
+        for prefix, key in STEP_KEYS.items():
+            if title.startswith(prefix):
+                found[key] = float((ended - started) % 86400)
+    return found
+
+
+def read_log(lines: Sequence[str]) -> Report:
+    """Every stage the log shows: `[ci-time]` lines first, what an older log has otherwise."""
+    report = Report()
+    for key, seconds in explicit_times(lines).items():
+        report.stages[key] = Stage(key, seconds, "ci-time")
+    inferred = {key: (seconds, "inferred: run-tests.sh's lines") for key, seconds in inferred_steps(lines).items()}
+    inferred |= {key: (seconds, "inferred: Ansible task times") for key, seconds in inferred_molecule(lines).items()}
+    covered = set(report.stages)
+    if {"docker", "base-images"} & covered:
+        covered.add("docker+base-images")
+    for key, (seconds, source) in inferred.items():
+        if key not in covered:
+            report.stages[key] = Stage(key, seconds, source)
+    for name, (seconds, passed) in suite_lines(lines).items():
+        key = f"suite:{name}"
+        if key in report.stages:
+            report.stages[key].passed = passed
+        else:
+            report.stages[key] = Stage(key, seconds, "inferred: [suites] line", passed)
+    total = report.stages.pop("total", None)
+    if total is None:
+        for line in lines:
+            if match := CI_EXIT.match(line):
+                total = Stage("total", float(match.group(1)), "inferred: [ci] exit line")
+    report.total = total
+    for line in lines:
+        if match := CI_COMMIT.match(line):
+            report.commit, report.date = match.group(1), match.group(2)
+    return report
+
+
+# --- the table -------------------------------------------------------------------------------------------------
+
+
+def ordered(report: Report) -> list[tuple[int, Stage]]:
+    """The table's rows as (depth, stage): set-up, images, sandbox (its actions, the suites under the side effect),
+    lint and pytest; an expected stage the log lacks is a "missing" row, an unexpected one is listed at the end."""
+    stages = report.stages
+    rows: list[tuple[int, Stage]] = []
+    listed: set[str] = set()
+
+    def add(depth: int, key: str) -> None:
+        rows.append((depth, stages.get(key) or Stage(key, None, "missing")))
+        listed.add(key)
+
+    for key in EXPECTED_TOP:
+        if key == "image:*":
+            images = [name for name in stages if name.startswith("image:")]
+            for name in images or ["image:*"]:
+                add(0, name)
+        elif key in ("docker", "base-images") and key not in stages and "docker+base-images" in stages:
+            if key == "docker":
+                add(0, "docker+base-images")
+        else:
+            add(0, key)
+    add(1, "sandbox:setup")
+    actions = [f"molecule:{action}" for action in EXPECTED_MOLECULE]
+    actions += [name for name in stages if name.startswith("molecule:") and name not in actions]
+    suites = [name for name in stages if name.startswith("suite:")] or ["suite:*"]
+    for action in actions:
+        add(1, action)
+        if action == "molecule:side_effect":
+            for suite in suites:
+                add(2, suite)
+    for key in EXPECTED_AFTER:
+        add(0, key)
+    rows += [(0, stage) for key, stage in stages.items() if key not in listed]
+    return rows
+
+
+def percent(seconds: float, of: float) -> str:
+    return f"{100 * seconds / of:.1f} %"
+
+
+def table(report: Report) -> str:
+    """The Markdown table: a row a stage (a sandbox stage marked `· `, a suite `· · `), then the total against the
+    limit and the target."""
+    out = ["| stage | seconds | of 90 min | how measured |", "| --- | ---: | ---: | --- |"]
+    for depth, stage in ordered(report):
+        label = "· " * depth + stage.label
+        if stage.seconds is None:
+            out.append(f"| {label} | missing | | no `[ci-time] {stage.key}` line |")
+        else:
+            out.append(f"| {label} | {stage.seconds:.0f} | {percent(stage.seconds, LIMIT_S)} | {stage.source} |")
+    top = [stage.seconds for depth, stage in ordered(report) if depth == 0 and stage.seconds is not None
+           and stage.key not in ("lint", "pytest")]
+    if report.total and report.total.seconds is not None:
+        total = report.total.seconds
+        out.append(f"| other (total minus the top-level stages above) | {total - sum(top):.0f} | | |")
+        out.append(f"| **total** | **{total:.0f}** | **{percent(total, LIMIT_S)}** | {report.total.source} |")
+        gap = total - TARGET_S
+        out += ["", f"Total {total:.0f} s of the {LIMIT_S} s limit ({percent(total, LIMIT_S)}); target {TARGET_S} s: "
+                + (f"{gap:.0f} s over." if gap > 0 else f"{-gap:.0f} s under.")]
+    else:
+        out += ["| **total** | missing | | no `[ci-time] total` or `[ci] exit` line |", "",
+                f"Total missing; the stages found add up to {sum(top):.0f} s (limit {LIMIT_S} s, target {TARGET_S} s)."]
+    return "\n".join(out)
+
+
+def as_json(report: Report) -> dict[str, object]:
+    rows = [{**asdict(stage), "label": stage.label, "depth": depth} for depth, stage in ordered(report)]
+    total = report.total.seconds if report.total else None
+    return {"stages": rows, "total_s": total, "limit_s": LIMIT_S, "target_s": TARGET_S,
+            "limit_share": total / LIMIT_S if total is not None else None, "commit": report.commit or None,
+            "date": report.date or None}
+
+
+# --- the guard -------------------------------------------------------------------------------------------------
+
+
+def guarded(report: Report) -> dict[str, float]:
+    """The stages the guard watches, as measured: the converge, the idempotence step and every suite."""
+    return {key: stage.seconds for key, stage in report.stages.items()
+            if stage.seconds is not None and (key in GUARDED_MOLECULE or key.startswith("suite:"))}
+
+
+def describe(key: str) -> str:
+    kind, _, name = key.partition(":")
+    return f"{kind} {name}" if kind in ("suite", "molecule") else key
+
+
+@dataclass
+class Verdict:
+    key: str
+    recorded: float | None
+    measured: float | None
+    ratio: float | None = None
+    failed: bool = False
+    note: str = ""
+
+
+@dataclass
+class GuardResult:
+    factor: float | None
+    verdicts: list[Verdict]
+
+    @property
+    def failed(self) -> bool:
+        return self.factor is None or any(verdict.failed for verdict in self.verdicts)
+
+
+def check(recorded: dict[str, float], measured: dict[str, float], ratio_margin: float = RATIO_MARGIN,
+          seconds_margin: float = SECONDS_MARGIN) -> GuardResult:
+    """Each stage's ratio measured/recorded; the median is the machine factor; a stage fails when its ratio is over
+    ratio_margin x factor and it took more than seconds_margin over factor x recorded. A stage measured but not
+    recorded fails (record it); one recorded but not measured is reported only."""
+    common = [key for key in measured if key in recorded]
+    ratios = {key: measured[key] / max(recorded[key], 1.0) for key in common}
+    factor = statistics.median(ratios.values()) if ratios else None
+    verdicts: list[Verdict] = []
+    for key in common:
+        verdict = Verdict(key, recorded[key], measured[key], ratios[key])
+        if factor is not None:
+            expected = factor * recorded[key]
+            if ratios[key] > ratio_margin * factor and measured[key] - expected > seconds_margin:
+                verdict.failed = True
+                verdict.note = (f"{ratios[key] / factor:.2f}x the machine factor and {measured[key] - expected:.0f} s "
+                                f"over the {expected:.0f} s expected here")
+        verdicts.append(verdict)
+    for key in measured:
+        if key not in recorded:
+            verdicts.append(Verdict(key, None, measured[key], failed=True, note="not recorded"))
+    for key in recorded:
+        if key not in measured:
+            verdicts.append(Verdict(key, recorded[key], None, note="recorded but not measured in this run"))
+    return GuardResult(factor, verdicts)
+
+
+def guard_report(result: GuardResult, timings: str, ratio_margin: float = RATIO_MARGIN,
+                 seconds_margin: float = SECONDS_MARGIN) -> list[str]:
+    """The guard's lines: the factor, every stage's ratio, and an `Error:` line per failure (CI's failure digest
+    greps `Error:`)."""
+    if result.factor is None:
+        return [f"Error: time guard: no stage of this run is recorded in {timings}: nothing to compare "
+                f"(record with {RECORD_HINT})"]
+    compared = sum(verdict.ratio is not None for verdict in result.verdicts)
+    out = [f"[ci-guard] machine factor {result.factor:.2f} (median of {compared} ratios measured/recorded); a stage "
+           f"fails past {ratio_margin} x {result.factor:.2f} = {ratio_margin * result.factor:.2f} and more than "
+           f"{seconds_margin:.0f} s over factor x recorded",
+           f"[ci-guard] {'stage':<24} {'recorded':>9} {'measured':>9} {'ratio':>6} {'/factor':>8}  verdict"]
+    for verdict in result.verdicts:
+        recorded = f"{verdict.recorded:.0f}" if verdict.recorded is not None else "-"
+        measured = f"{verdict.measured:.0f}" if verdict.measured is not None else "-"
+        ratio = f"{verdict.ratio:.2f}" if verdict.ratio is not None else "-"
+        relative = f"{verdict.ratio / result.factor:.2f}" if verdict.ratio is not None else "-"
+        state = "FAILED" if verdict.failed else ("ok" if verdict.ratio is not None else "note")
+        out.append(f"[ci-guard] {describe(verdict.key):<24} {recorded:>9} {measured:>9} {ratio:>6} {relative:>8}  "
+                   f"{state}{': ' + verdict.note if verdict.note else ''}")
+    for verdict in result.verdicts:
+        if verdict.failed and verdict.recorded is None:
+            out.append(f"Error: {describe(verdict.key)} took {verdict.measured:.0f} s and has no recorded time in "
+                       f"{timings}: record it with {RECORD_HINT}")
+        elif verdict.failed:
+            out.append(f"Error: {describe(verdict.key)} took {verdict.measured:.0f} s against {verdict.recorded:.0f} s "
+                       f"recorded (ratio {verdict.ratio:.2f}, {verdict.note}): find what made it slower, or "
+                       f"re-record with {RECORD_HINT}")
+        elif verdict.measured is None:
+            out.append(f"[ci-guard] {describe(verdict.key)} is recorded in {timings} but did not run here: if it was "
+                       "taken out, re-record")
+    out.append("[ci-guard] " + ("FAILED" if result.failed else "passed"))
+    return out
+
+
+def load_timings(path: Path) -> dict[str, float]:
+    data = json.loads(path.read_text())
+    return {key: float(entry["seconds"]) for key, entry in data["stages"].items()}
+
+
+def record(report: Report, path: Path, commit: str, date: str, log: str) -> list[str]:
+    """Write the log's guarded stages to path as the new reference; what changed, one line each."""
+    failed = [key for key, stage in report.stages.items() if stage.passed is False]
+    if failed:
+        raise ValueError(f"the log's suites failed ({', '.join(failed)}): record from a run where every one passed")
+    measured = guarded(report)
+    lacking = [key for key in GUARDED_MOLECULE if key not in measured]
+    if lacking or not any(key.startswith("suite:") for key in measured):
+        raise ValueError(f"the log lacks {', '.join(lacking) or 'the suites'}: record from a complete run")
+    old = load_timings(path) if path.exists() else {}
+    stages = {key: {"seconds": seconds, "date": date, "commit": commit, "log": log}
+              for key, seconds in measured.items()}
+    path.write_text(json.dumps({
+        "about": "Recorded seconds of the sandbox's converge, idempotence and suites, for the time guard "
+                 f"(scripts/ci_times.py --check); re-record with {RECORD_HINT}",
+        "stages": stages}, indent=2) + "\n")
+    changes = [f"{describe(key)}: {old[key]:.0f} -> {seconds:.0f} s" if key in old else
+               f"{describe(key)}: {seconds:.0f} s (new)" for key, seconds in measured.items()]
+    return changes + [f"{describe(key)}: dropped (not in the log)" for key in old if key not in measured]
+
+
+# --- command line ----------------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("log", type=Path, help="a CI log (.ci/run's, or the sandbox's output)")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the table's data as JSON")
+    parser.add_argument("--check", type=Path, metavar="TIMINGS", help="the guard against these recorded timings")
+    parser.add_argument("--record", type=Path, metavar="TIMINGS", help="write the log's timings as the reference")
+    parser.add_argument("--commit", help="with --record: the commit measured (default: the log's `[ci] commit`)")
+    parser.add_argument("--date", help="with --record: the day of the run, YYYY-MM-DD (default: the log's)")
+    parser.add_argument("--no-table", action="store_true", help="print no table (with --check or --record)")
+    parser.add_argument("--ratio-margin", type=float, default=RATIO_MARGIN)
+    parser.add_argument("--seconds-margin", type=float, default=SECONDS_MARGIN)
+    args = parser.parse_args(argv)
+    try:
+        lines = args.log.read_text(errors="replace").splitlines()
+    except OSError as error:
+        print(f"Error: cannot read the log: {error}", file=sys.stderr)
+        return 2
+    report = read_log(lines)
+    if not args.no_table:
+        print(table(report))
+    if args.json:
+        args.json.write_text(json.dumps(as_json(report), indent=2) + "\n")
+    status = 0
+    if args.record:
+        commit, date = args.commit or report.commit, args.date or report.date
+        if not commit or not date:
+            parser.error("the log names no commit or date (no `[ci] commit` line): pass --commit and --date")
+        try:
+            print("\n".join(record(report, args.record, commit, date, args.log.name)))
+        except ValueError as error:
+            print(f"Error: not recorded: {error}", file=sys.stderr)
+            return 2
+    if args.check:
+        try:
+            recorded = load_timings(args.check)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            print(f"Error: time guard: cannot read {args.check}: {error!r}", flush=True)
+            return 2
+        result = check(recorded, guarded(report), args.ratio_margin, args.seconds_margin)
+        print("\n".join(guard_report(result, str(args.check), args.ratio_margin, args.seconds_margin)), flush=True)
+        status = 1 if result.failed else 0
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
