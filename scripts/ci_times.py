@@ -412,8 +412,8 @@ def record(report: Report, path: Path, commit: str, date: str, log: str) -> list
     if lacking or not any(key.startswith("suite:") for key in measured):
         raise ValueError(f"the log lacks {', '.join(lacking) or 'the suites'}: record from a complete run")
     old = load_timings(path) if path.exists() else {}
-    stages = {key: {"seconds": seconds, "date": date, "commit": commit, "log": log}
-              for key, seconds in measured.items()}
+    stages = {key: {"seconds": seconds, "date": date, "commit": commit, "log": log,
+                    "measured": report.stages[key].source} for key, seconds in measured.items()}
     path.write_text(json.dumps({
         "about": "Recorded seconds of the sandbox's converge, idempotence and suites, for the time guard "
                  f"(scripts/ci_times.py --check); re-record with {RECORD_HINT}",

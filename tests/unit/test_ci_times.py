@@ -251,7 +251,8 @@ def test_cli_record_then_check_json(tmp_path, capsys):
     assert set(data["stages"]) == {"molecule:converge", "molecule:idempotence", "suite:fastrerun", "suite:faults",
                                    "suite:teardown"}
     assert data["stages"]["suite:faults"] == {"seconds": 300.5, "date": "2026-11-28",
-                                              "commit": "92f8d91aa1b2c3d4e5f60718293a4b5c6d7e8f90", "log": "run.log"}
+                                              "commit": "92f8d91aa1b2c3d4e5f60718293a4b5c6d7e8f90", "log": "run.log",
+                                              "measured": "ci-time"}
     assert ci_times.main([str(log), "--check", str(timings), "--json", str(tmp_path / "t.json")]) == 0
     out = capsys.readouterr().out
     assert "| **total** | **1900** |" in out and "[ci-guard] passed" in out
