@@ -6,10 +6,22 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 step() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+# Where the time goes: `[ci-time] STAGE SECONDS` lines, read by scripts/ci_times.py (the table at the end of .ci/run,
+# and the time guard after the sandbox). timed STAGE COMMAND... runs COMMAND and prints its line, failed or not.
+ci_time() { printf '[ci-time] %s %s\n' "$1" "$2"; }
+timed() {
+  local stage=$1 since=$EPOCHSECONDS status=0
+  shift
+  "$@" || status=$?
+  ci_time "$stage" $(( EPOCHSECONDS - since ))
+  return "$status"
+}
+# .ci/run sets CI_TIME_SINCE when its apt step ends: the time from then is make's set-up (the virtualenv).
+[ -z "${CI_TIME_SINCE:-}" ] || ci_time venv $(( EPOCHSECONDS - CI_TIME_SINCE ))
 
 step "docker daemon and base images"
-bash scripts/setup-docker.sh
-bash scripts/base-images.sh
+timed docker bash scripts/setup-docker.sh
+timed base-images bash scripts/base-images.sh
 
 step "images"
 # .env's profile (lean: the sandbox's), then the full one (cuDF, dask-cudf): built every run, its packages imported
@@ -20,12 +32,13 @@ for profile in "$PROFILE" full; do
   PROFILE="$profile" bash scripts/build-images.sh >reports-build.log 2>&1 || { tail -40 reports-build.log; exit 1; }
   size="$(docker image inspect -f '{{.Size}}' "dask-gpu-worker:$RAPIDS_RELEASE-cuda$CUDA_MAJOR-$profile")"
   echo "images ($profile) built in $(( $(date +%s) - started )) s; worker image $(( size / 1000000 )) MB"
+  ci_time "image:$profile" $(( $(date +%s) - started ))
   rm -f reports-build.log
   [ "$profile" != full ] || break
 done
 
 step "browser for the tests (before anything runs beside the sandbox: one apt at a time)"
-bash scripts/setup-browser.sh
+timed browser bash scripts/setup-browser.sh
 
 # Lint, then pytest, run beside the sandbox's feature suites at a lower priority (nice 10): they start when molecule's
 # side effect starts, not during the converge (whose image transfers took 18.6 minutes with pytest beside them against
@@ -39,26 +52,58 @@ SIDE="$side" setsid bash -c '
   started=$(date +%s)
   nice -n 10 bash scripts/lint.sh >"$SIDE/lint.log" 2>&1; echo $? >"$SIDE/lint.rc"
   echo "lint done in $(( $(date +%s) - started )) s" >>"$SIDE/lint.log"
+  echo "[ci-time] lint $(( $(date +%s) - started ))" >>"$SIDE/lint.log"
   started=$(date +%s)
   nice -n 10 .venv/bin/python -m pytest -v -p no:cacheprovider -n 2 --dist loadfile --durations=15 \
     --ignore=tests/sandbox tests "$@" >"$SIDE/pytest.log" 2>&1
   echo $? >"$SIDE/pytest.rc"
   echo "pytest done in $(( $(date +%s) - started )) s" >>"$SIDE/pytest.log"
+  echo "[ci-time] pytest $(( $(date +%s) - started ))" >>"$SIDE/pytest.log"
 ' bash "$@" &
 side_pid=$!
 trap 'kill -- -"$side_pid" 2>/dev/null || true' EXIT
 
 step "sandbox: molecule (create, converge with site.yml, idempotence, verify + testinfra, suites, destroy)"
-started=$(date +%s)
-bash scripts/sandbox.sh test 2>&1 | while IFS= read -r line; do
-  printf '%s\n' "$line"
-  case "$line" in *"[default > side_effect] Executing"*) touch "$side/go" ;; esac
-done
-echo "sandbox done in $(( $(date +%s) - started )) s"
+# Each line is shown and kept in $side/sandbox.log for the time guard; molecule's actions are timed here, from their
+# `[default > ACTION] Executing` line to their `Executed:` one (molecule:ACTION, molecule:ACTION#2 for a second run;
+# the ones molecule skips as missing are not), and the set-up before molecule's first line as sandbox:setup.
+sandbox_lines() {
+  local line action key since=$EPOCHSECONDS first=1
+  local -A runs=()
+  show() { printf '%s\n' "$1"; printf '%s\n' "$1" >&3; }
+  while IFS= read -r line; do
+    show "$line"
+    case "$line" in
+      *"[default > "*"] Executing"*)
+        if [ "$first" = 1 ]; then first=0; show "[ci-time] sandbox:setup $(( EPOCHSECONDS - started ))"; fi
+        since=$EPOCHSECONDS
+        case "$line" in *"[default > side_effect] Executing"*) touch "$side/go" ;; esac ;;
+      *"[default > "*"] Executed: "*[Mm]issing*) ;;
+      *"[default > "*"] Executed: "*)
+        action=${line#*"[default > "}
+        action=${action%%"]"*}
+        runs[$action]=$(( ${runs[$action]:-0} + 1 ))
+        key="molecule:$action"
+        [ "${runs[$action]}" = 1 ] || key+="#${runs[$action]}"
+        show "[ci-time] $key $(( EPOCHSECONDS - since ))" ;;
+    esac
+  done 3>"$side/sandbox.log"
+}
+started=$EPOCHSECONDS
+bash scripts/sandbox.sh test 2>&1 | sandbox_lines
+echo "sandbox done in $(( EPOCHSECONDS - started )) s"
+ci_time sandbox $(( EPOCHSECONDS - started ))
 touch "$side/go"
 
+step "time guard: the converge, idempotence and suites against tests/sandbox/timings.json (scripts/ci_times.py)"
+guard_status=0
+.venv/bin/python scripts/ci_times.py "$side/sandbox.log" --no-table --check tests/sandbox/timings.json \
+  || guard_status=$?
+
 step "lint and pytest (waited for)"
+since=$EPOCHSECONDS
 wait "$side_pid" || true
+ci_time wait:lint-pytest $(( EPOCHSECONDS - since ))
 trap - EXIT
 step "lint"
 cat "$side/lint.log"
@@ -68,5 +113,9 @@ lint_status="$(cat "$side/lint.rc" 2>/dev/null || echo 1)"
 status="$(cat "$side/pytest.rc" 2>/dev/null || echo 1)"
 rm -rf "$side"
 if [ "$lint_status" != 0 ]; then echo "lint failed (exit $lint_status)" >&2; exit 1; fi
+if [ "$guard_status" != 0 ]; then
+  echo "time guard failed (exit $guard_status): its lines follow the sandbox's" >&2
+  exit 1
+fi
 if [ "$status" = 5 ]; then echo "pytest collected no tests: that is a failure here" >&2; exit 1; fi
 exit "$status"

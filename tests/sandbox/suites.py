@@ -120,6 +120,8 @@ def main() -> int:
         started = time.monotonic()
         run = run_suite(suite, chosen[index + 1].name if index + 1 < len(chosen) else "")
         seconds = round(time.monotonic() - started, 1)
+        # For scripts/ci_times.py (CI's time table and the time guard against tests/sandbox/timings.json).
+        print(f"[ci-time] suite:{suite.name} {seconds}", flush=True)
         lines = [line for line in report_lines(run.stdout)
                  if line.startswith(("[", "PASSED ", "FAILED ", "ERROR ", "ok:", "fatal"))]
         print("\n".join(lines[-100:]), flush=True)
