@@ -120,9 +120,10 @@ def test_clients_expect_every_host_and_carry_tls(builder: ModuleType) -> None:
     assert verify["env"]["DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY"] == "/etc/dask/tls/host.key"
     bench = builder.container_args(builder.client_spec(CLUSTER, GPU_HOST, SETTINGS, "bench", "b", 12))
     assert "--ready-seconds" in bench["command"] and "devices" not in bench
-    assert bench["command"][bench["command"].index("--etl-rows"):][:4] == ["--etl-rows", "12000000", "--etl-files", "8"]
+    assert bench["command"][bench["command"].index("--etl-rows"):][:2] == ["--etl-rows", "12000000"]
+    assert "--etl-files" not in bench["command"]  # the published partitioning decides
     few = builder.client_argv("bench", CLUSTER, {**SETTINGS, "dask_bench_etl_rows": 5}, "b")
-    assert few[few.index("--etl-rows"):][:4] == ["--etl-rows", "5", "--etl-files", "5"]
+    assert few[few.index("--etl-rows"):][:2] == ["--etl-rows", "5"]
     assert "--etl-rows" not in builder.client_argv("bench", CLUSTER, {**SETTINGS, "dask_bench_etl_rows": 0}, "b")
     # The benchmark gets the GPUs the host's workers use.
     assert bench["device_requests"] == [{"driver": "cdi", "device_ids": ["nvidia.com/gpu=0", "nvidia.com/gpu=GPU-1"]}]

@@ -463,6 +463,10 @@ def test_device_sizes_fit_the_smallest_selected_gpu() -> None:
     assert problems(context("g1", dask_worker_device_memory_limit="120GiB", dask_worker_rmm_pool_size="0.9",
                             dask_image_profile="full")) == []
     assert problems(context("c1", dask_worker_device_memory_limit="200GB")) == []  # no GPU on a CPU worker
+    one(context("g1", dask_dataframe_partition_size="200GiB"),
+        "dask_dataframe_partition_size (\"200GiB\") is larger than the memory of GPU")
+    assert problems(context("g1", dask_dataframe_partition_size="2GiB")) == []
+    assert problems(context("g1", dask_dataframe_partition_size="0.05")) == []
 
 
 def docker(ctx: dict[str, Any], version: Any) -> dict[str, Any]:

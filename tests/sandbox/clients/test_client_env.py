@@ -30,3 +30,21 @@ def test_the_users_own_package_is_in_the_lock_and_on_every_worker() -> None:
         found = client.run(lambda: __import__("tabulate").__version__)
     assert found and set(found.values()) == {pinned[0].split("==")[1]}, found
     print(f"[clients] dask_images_extra_packages: {pinned[0]} in the lock, imported on {len(found)} workers")
+
+
+def test_the_bundle_publishes_how_to_partition_for_this_cluster() -> None:
+    """The client bundle's dask.yaml and env.sh carry the cluster's partitioning (dask-gpu.dataframe.*): the sandbox
+    has no GPU worker, so 256 MiB partitions, at least one per worker, and its workers."""
+    import yaml
+
+    bundle = live.ephemeral_dir() / "artifacts" / "client"
+    published = yaml.safe_load((bundle / "dask.yaml").read_text())["dask-gpu"]["dataframe"]
+    with live.connect(timeout=60) as client:
+        workers = len(client.scheduler_info(n_workers=-1)["workers"])
+    assert published == {"partition-bytes": 256 * 2 ** 20, "partitions-per-worker": 1, "workers": workers}, published
+    exported = {line.split("=", 1)[0].removeprefix("export "): line.split("=", 1)[1]
+                for line in (bundle / "env.sh").read_text().splitlines() if line.startswith("export DASK_DASK_GPU")}
+    assert exported == {"DASK_DASK_GPU__DATAFRAME__PARTITION_BYTES": str(256 * 2 ** 20),
+                        "DASK_DASK_GPU__DATAFRAME__PARTITIONS_PER_WORKER": "1",
+                        "DASK_DASK_GPU__DATAFRAME__WORKERS": str(workers)}, exported
+    print(f"[clients] published partitioning: {published}")

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dask_gpu_verify import bench_report, checks, etl, frames, probes, session, workload
+from dask_gpu_verify import bench_report, checks, etl, frames, partitions, probes, session, workload
 from dask_gpu_verify.session import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
 
 # Sizes per backend: the GPU ones give each task tens of ms and one GPU seconds of work (facts.md).
@@ -68,7 +68,9 @@ def parser() -> argparse.ArgumentParser:
                    help="skip dask-cuda's own benchmarks (local_cupy, local_cudf_merge, local_cudf_shuffle)")
     p.add_argument("--etl-rows", type=int, default=0,
                    help="rows of the seeds-like ETL, run on the cluster and on this host's CPUs (default 0: not run)")
-    p.add_argument("--etl-files", type=int, default=8, help="CSV files of the ETL, its partitions (default 8)")
+    p.add_argument("--etl-files", type=int, default=0,
+                   help="CSV files of the ETL, its partitions (default 0: as the cluster's published partitioning "
+                   "says for its rows and workers, dask_gpu_verify.partitions)")
     p.add_argument("--etl-cpu-workers", type=int, default=min(8, os.cpu_count() or 1),
                    help="pandas worker processes of the CPU comparison (default: this host's CPUs, at most 8)")
     p.add_argument("--etl-data", type=Path, default=Path(tempfile.gettempdir()) / "dask-gpu-etl",
@@ -213,7 +215,10 @@ def etl_section(client: Any, args: argparse.Namespace, registered: session.Regis
     this host, from the same CSV files: each worker host writes them (one worker per host, the same path
     everywhere; deterministic), and so does this client, which reads their metadata."""
     backend = "cudf" if chosen.name == "cupy" else "pandas"
-    row: dict[str, Any] = {"rows": args.etl_rows, "files": args.etl_files, "backend": backend}
+    files = args.etl_files or max(1, min(args.etl_rows, partitions.count(args.etl_rows * etl.ROW_BYTES,
+                                                                         len(registered.workers))))
+    row: dict[str, Any] = {"rows": args.etl_rows, "files": files, "backend": backend,
+                           "partitioning": "given" if args.etl_files else "published"}
     if backend == "cudf" and chosen.left_out:
         return {**row, "skipped": f"{len(chosen.left_out)} worker(s) without a GPU in the cluster: cuDF partitions "
                                   "would land on them"}
@@ -221,7 +226,7 @@ def etl_section(client: Any, args: argparse.Namespace, registered: session.Regis
         return {**row, "skipped": f"{missing} (the images' full profile has it)"}
     if broken := dataframe_missing(client):
         return {**row, "skipped": broken}
-    data = etl.Data(args.etl_data, args.etl_rows, args.etl_files)
+    data = etl.Data(args.etl_data, args.etl_rows, files)
     per_host: dict[str, str] = {}
     for address in sorted(registered.workers):
         per_host.setdefault(registered.host_of(address), address)
@@ -229,7 +234,7 @@ def etl_section(client: Any, args: argparse.Namespace, registered: session.Regis
               for address in per_host.values()]
     row["generated_on"] = dict(zip(per_host, client.gather(writes), strict=True))
     made = etl.generate(data)
-    plan = etl.Plan(data, backend, args.etl_files, "tasks")
+    plan = etl.Plan(data, backend, files, "tasks")
     row["cluster"] = etl.run(client, plan, 2, made)
     row["cpu"] = etl_on_cpus(data, args.etl_cpu_workers)
     row["cpu_workers"] = args.etl_cpu_workers
@@ -330,8 +335,9 @@ def run(client: Any, args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
-    if args.etl_rows < 0 or args.etl_files < 1 or args.etl_cpu_workers < 1 or 0 < args.etl_rows < args.etl_files:
-        p.error("--etl-rows must be 0 (off) or at least --etl-files; --etl-files and --etl-cpu-workers at least 1")
+    if args.etl_rows < 0 or args.etl_files < 0 or args.etl_cpu_workers < 1 or 0 < args.etl_rows < args.etl_files:
+        p.error("--etl-rows must be 0 (off) or at least --etl-files; --etl-files 0 (the cluster's partitioning) or "
+                "more, --etl-cpu-workers at least 1")
     try:
         client = session.connect(args.scheduler, args.scheduler_file, args.timeout)
     except (OSError, ValueError) as error:

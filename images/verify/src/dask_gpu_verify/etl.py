@@ -40,6 +40,7 @@ KEYS_PER_ROW = 32  # ROWS // 32 distinct ids: a high-cardinality key, as in the 
 CATEGORIES, LABELS, REGIONS = 1000, 20, 64
 FACT_COLUMNS = {"id": "int64", "cat": "int64", "x": "float64", "y": "float64", "qty": "int64"}
 DIM_COLUMNS = {"id": "int64", "region": "int64", "weight": "int64"}
+ROW_BYTES = 8 * len(FACT_COLUMNS)  # a fact row in memory (five 64-bit columns), for the partitioning
 CAT_COLUMNS = {"cat": "int64", "label": "int64", "rate": "int64"}
 STEPS = ("read", "filter", "groupby", "merge", "broadcast_merge", "aggregate")
 SHUFFLES = ("tasks", "p2p")

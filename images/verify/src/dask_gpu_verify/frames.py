@@ -13,8 +13,9 @@ import importlib.metadata
 import time
 from typing import Any
 
+from dask_gpu_verify import partitions
+
 KEYS = 1000
-PARTITIONS = 8
 DEFAULT_ROWS = 1_000_000
 COLUMNS = ["key", "total", "rows", "weight", "score"]
 
@@ -61,11 +62,17 @@ def weights(backend: str) -> Any:
     return _library(backend).DataFrame({"key": keys, "weight": keys * 7})
 
 
-def build(rows: int, backend: str) -> Any:
+def partitions_for(rows: int, workers: int | None = None) -> int:
+    """The cluster's published partitioning (dask_gpu_verify.partitions) for this frame (4 int64 columns), never
+    more partitions than rows: at least one per worker, so every GPU computes a part."""
+    return max(1, min(rows, partitions.count(rows * 4 * 8, workers)))
+
+
+def build(rows: int, backend: str, parts: int) -> Any:
     """The check's graph: a dask data frame (cuDF or pandas partitions) of the result, one row per key."""
     import dask.dataframe as dd
 
-    step = -(-rows // PARTITIONS)
+    step = -(-rows // parts)
     bounds = [(start, min(start + step, rows)) for start in range(0, rows, step)]
     frame = dd.from_map(part, bounds, backend=backend, meta=part((0, 0), backend))
     kept = frame[frame["flag"] != 0]
@@ -94,10 +101,11 @@ def run(client: Any, backend: str, rows: int = DEFAULT_ROWS) -> dict[str, Any]:
     """Build, compute and compare; {"backend", "rows", "groups", "seconds", "exact", "error"}."""
     import dask
 
-    result: dict[str, Any] = {"backend": backend, "rows": rows, "partitions": PARTITIONS, "error": None}
+    parts = partitions_for(rows, len(client.scheduler_info(n_workers=-1)["workers"]))
+    result: dict[str, Any] = {"backend": backend, "rows": rows, "partitions": parts, "error": None}
     try:
         with dask.config.set({"dataframe.shuffle.method": "tasks"}):
-            graph = build(rows, backend)
+            graph = build(rows, backend, parts)
             started = time.monotonic()
             got = client.compute(graph).result()
             result["seconds"] = round(time.monotonic() - started, 3)

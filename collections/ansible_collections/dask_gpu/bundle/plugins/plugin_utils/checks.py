@@ -333,7 +333,7 @@ class Checker:
         if not sizes:
             return
         mib, smallest = min(sizes, key=lambda item: item[0])
-        for name in ("dask_worker_device_memory_limit", "dask_worker_rmm_pool_size"):
+        for name in ("dask_worker_device_memory_limit", "dask_worker_rmm_pool_size", "dask_dataframe_partition_size"):
             value = self.get(name)
             parsed = parse_size(value) if value else None
             if parsed and parsed[0] == "bytes" and parsed[1] > mib * 2 ** 20:

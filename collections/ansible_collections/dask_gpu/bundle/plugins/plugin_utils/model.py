@@ -20,6 +20,7 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
 )
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import FEATURES
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import cluster_paths, identity
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.options import parse_size
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.ports import span
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.transport import facets
 
@@ -294,6 +295,31 @@ def advice(host: Mapping[str, Any], settings: Mapping[str, Any]) -> list[str]:
             f"{keep_tls}"]
 
 
+# The partition size auto publishes: the fastest measured on 1 and 4 x H100 (0.6 GB of CSV, about 1 GB in GPU
+# memory, a partition: tests/gpu/results/scaling-h100x4/), at most 1/64 of a smaller GPU; CPU-only clusters 256 MiB.
+PARTITION_CAP = 2 ** 30
+PARTITION_SHARE = 64
+PARTITION_CPU = 256 * 2 ** 20
+
+
+def dataframe_advice(settings: Mapping[str, Any], hosts: Mapping[str, Mapping[str, Any]],
+                     gpu_hosts: list[str], workers: int) -> dict[str, int]:
+    """How clients should cut data frames for this cluster (dask-gpu.dataframe.*): the bytes of GPU memory a
+    partition holds, the fewest partitions per worker, and the workers expected. Checks refuse a size above a GPU."""
+    memory = [int(gpu.get("memory_mib") or 0) * 2 ** 20 for host in gpu_hosts
+              for gpu in (hosts.get(host) or {}).get("worker_gpus") or []]
+    smallest = min((size for size in memory if size), default=0)
+    parsed = parse_size(str(settings.get("dask_dataframe_partition_size") or "auto"))
+    if parsed is None:  # auto
+        size = min(PARTITION_CAP, smallest // PARTITION_SHARE) if smallest else PARTITION_CPU
+    elif parsed[0] == "fraction":
+        size = int(parsed[1] * smallest) if smallest else PARTITION_CPU
+    else:
+        size = int(parsed[1])
+    return {"partition_bytes": max(1, size),
+            "partitions_per_worker": int(settings["dask_dataframe_partitions_per_worker"]), "workers": workers}
+
+
 def cluster_model(settings: Mapping[str, Any], hosts: Mapping[str, Mapping[str, Any]], groups: Mapping[str, Any],
                   image_hash: str) -> dict[str, Any]:
     """Cluster-wide facts, from the scheduler host's settings and every host's model.
@@ -344,6 +370,8 @@ def cluster_model(settings: Mapping[str, Any], hosts: Mapping[str, Mapping[str, 
                   "container": dict(CONTAINER_PATHS)},
         # cuDF spilling on the GPU workers (and CUDF_SPILL=on wherever their frames are read): one decision.
         "cudf_spill": settings.get("dask_worker_cudf_spill") is True,
+        "dataframe": dataframe_advice(settings, hosts, [host for host in workers if modes[host] == "gpu"],
+                                      sum(counts.values())),
         "uid": int(settings["dask_container_uid"]),
         "gid": int(settings["dask_container_gid"]),
     }

@@ -108,9 +108,18 @@ def spill_env(cluster: dict[str, Any]) -> dict[str, str]:
     return {"CUDF_SPILL": "on"} if cluster.get("cudf_spill") else {}
 
 
+def dataframe_env(cluster: dict[str, Any]) -> dict[str, str]:
+    """The cluster's partitioning advice as Dask configuration (dask-gpu.dataframe.*), for every client it runs; the
+    client bundle's dask.yaml and env.sh carry the same (roles/dask_tls)."""
+    advice = cluster.get("dataframe") or {}
+    return {f"DASK_DASK_GPU__DATAFRAME__{key.upper()}": str(advice[key])
+            for key in ("partition_bytes", "partitions_per_worker", "workers") if key in advice}
+
+
 def client_env(cluster: dict[str, Any]) -> dict[str, str]:
     """What a client needs in its environment to reach the cluster (TLS from the host's own material)."""
-    env = {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(bool(cluster["tls"])), **spill_env(cluster)}
+    env = {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(bool(cluster["tls"])), **spill_env(cluster),
+           **dataframe_env(cluster)}
     if cluster["tls"]:
         files = tls_files(cluster)
         env.update({"DASK_DISTRIBUTED__COMM__TLS__CA_FILE": files["ca"],
@@ -291,7 +300,7 @@ def client_argv(kind: str, cluster: dict[str, Any], settings: dict[str, Any], ou
     if kind == "bench":
         ready = ["--ready-seconds", str(ready_seconds)] if ready_seconds is not None else []
         rows = int(settings["dask_bench_etl_rows"])
-        ready += ["--etl-rows", str(rows), "--etl-files", str(min(8, rows))] if rows else []
+        ready += ["--etl-rows", str(rows)] if rows else []  # its files: the published partitioning
         return (["dask-gpu-bench", "--scheduler", cluster["scheduler_address"],
                  "--expect-workers", str(cluster["expected_workers"]), "--timeout", str(timeout),
                  "--label", cluster["name"], "--out", f"{reports}/{out}"] + (["--allow-cpu"] if allow_cpu else [])
