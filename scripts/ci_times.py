@@ -9,10 +9,8 @@
     scripts/ci_times.py LOG --record TIMINGS      record this log's seconds as the new reference
 
 The stages come from the `[ci-time] STAGE SECONDS` lines that .ci/run, scripts/run-tests.sh and
-tests/sandbox/suites.py print. A log without them (older runs) is read from what it has: the `== STEP (HH:MM:SS)`
-lines, `images (PROFILE) built in N s`, the Ansible task timestamps between molecule's `Executing` and `Executed`
-lines, the `[suites]` summary and `lint/pytest done in N s`; those stages are marked "inferred". A stage found in
-neither way is reported missing, never guessed.
+tests/sandbox/suites.py print (the `[suites]` summary says whether each suite passed). A stage without its line is
+reported missing, never guessed.
 
 The guard normalizes by the machine (one commit takes 45 minutes on one machine and 72 on another of the same
 kind): each stage's ratio measured/recorded, their median is the machine factor, and a stage fails only when its
@@ -27,7 +25,6 @@ import statistics
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from pathlib import Path
 
 LIMIT_S = 5400  # CI's hard limit: a run past 90 minutes lands nothing
@@ -39,27 +36,13 @@ RECORD_HINT = "scripts/ci_times.py LOG --record tests/sandbox/timings.json"
 
 CI_TIME = re.compile(r"\[ci-time\] ([A-Za-z0-9:_#+.-]+) (\d+(?:\.\d+)?)\b")
 SUITE_LINE = re.compile(r"\[suites\] (\S+)\s+(passed|FAILED)\s+(\d+(?:\.\d+)?) s\b")
-STEP_LINE = re.compile(r"^== (.+) \((\d\d):(\d\d):(\d\d)\)$")
-IMAGE_LINE = re.compile(r"^images \((\S+)\) built in (\d+) s")
-DONE_LINE = re.compile(r"^(lint|pytest|sandbox) done in (\d+) s")
-CI_EXIT = re.compile(r"^\[ci\] exit \d+, total (\d+) s")
 CI_COMMIT = re.compile(r"^\[ci\] commit ([0-9a-f]{7,40}|unknown), started (\d{4}-\d\d-\d\d)")
-MOLECULE = re.compile(r"\[default > ([a-z_]+)\] (Executing|Executed: (.*))$")
-# profile_tasks: "Saturday 28 November 2026  02:45:06 +0000 (0:00:01.445)       0:01:07.542 *****"
-ANSIBLE_TIME = re.compile(r"^[A-Z][a-z]+day +(\d{1,2} [A-Z][a-z]+ \d{4}) +(\d\d:\d\d:\d\d) ([+-]\d{4}) \(")
 
-# The steps of scripts/run-tests.sh whose time an older log shows only by its `== STEP (HH:MM:SS)` lines.
-STEP_KEYS = {
-    "docker daemon and base images": "docker+base-images",
-    "browser for the tests": "browser",
-    "lint and pytest (waited for)": "wait:lint-pytest",
-}
 LABELS = {
     "apt": "apt packages (.ci/run)",
     "venv": "virtualenv (make's set-up)",
     "docker": "Docker daemon",
     "base-images": "base images",
-    "docker+base-images": "Docker daemon and base images",
     "browser": "browser for the tests",
     "sandbox": "sandbox (scripts/sandbox.sh test, all of it)",
     "sandbox:setup": "sandbox set-up (venv, Docker, host image)",
@@ -81,7 +64,7 @@ EXPECTED_AFTER = ("wait:lint-pytest", "lint", "pytest")
 class Stage:
     key: str
     seconds: float | None
-    source: str  # "ci-time", "inferred: ...", or "missing"
+    source: str  # "ci-time" or "missing"
     passed: bool | None = None  # suites only
 
     @property
@@ -132,93 +115,15 @@ def suite_lines(lines: Iterable[str]) -> dict[str, tuple[float, bool]]:
     return found
 
 
-def ansible_time(line: str) -> datetime | None:
-    match = ANSIBLE_TIME.match(line)
-    if not match:
-        return None
-    return datetime.strptime(" ".join(match.groups()), "%d %B %Y %H:%M:%S %z")
-
-
-def molecule_key(action: str, seen: dict[str, int]) -> str:
-    """molecule:ACTION, molecule:ACTION#2 for its second run (verify, destroy), as run-tests.sh names them."""
-    seen[action] = seen.get(action, 0) + 1
-    return f"molecule:{action}" + (f"#{seen[action]}" if seen[action] > 1 else "")
-
-
-def ran(result: str) -> bool:
-    """False for an action molecule skipped (`Executed: Missing playbook`, `Executed: 2 missing ...`)."""
-    return "missing" not in result.lower()
-
-
-def inferred_molecule(lines: Sequence[str]) -> dict[str, float]:
-    """Each molecule action's seconds from the first to the last Ansible task timestamp between its `Executing` and
-    `Executed` lines (a lower bound: Ansible's start-up is not in it); actions without timestamps are left out."""
-    found: dict[str, float] = {}
-    seen: dict[str, int] = {}
-    current: str | None = None
-    stamps: list[datetime] = []
-    for line in lines:
-        match = MOLECULE.search(line)
-        if match and match.group(2) == "Executing":
-            current, stamps = match.group(1), []
-        elif match and current == match.group(1):
-            key = molecule_key(match.group(1), seen) if ran(match.group(3) or "") else ""
-            if key and len(stamps) >= 2:
-                found[key] = round((stamps[-1] - stamps[0]).total_seconds(), 1)
-            current = None
-        elif current:
-            stamp = ansible_time(line)
-            if stamp:
-                stamps.append(stamp)
-    return found
-
-
-def inferred_steps(lines: Iterable[str]) -> dict[str, float]:
-    """Stages from run-tests.sh's `== STEP (HH:MM:SS)` lines (each step until the next one) and its `... in N s`
-    lines."""
-    found: dict[str, float] = {}
-    steps: list[tuple[str, int]] = []
-    for line in lines:
-        match = STEP_LINE.match(line)
-        if match:
-            hours, minutes, seconds = (int(part) for part in match.group(2, 3, 4))
-            steps.append((match.group(1), hours * 3600 + minutes * 60 + seconds))
-        elif image := IMAGE_LINE.match(line):
-            found[f"image:{image.group(1)}"] = float(image.group(2))
-        elif done := DONE_LINE.match(line):
-            found[done.group(1)] = float(done.group(2))
-    for (title, started), (_, ended) in zip(steps, steps[1:], strict=False):
-        for prefix, key in STEP_KEYS.items():
-            if title.startswith(prefix):
-                found[key] = float((ended - started) % 86400)
-    return found
-
-
 def read_log(lines: Sequence[str]) -> Report:
-    """Every stage the log shows: `[ci-time]` lines first, what an older log has otherwise."""
+    """Every stage the log's `[ci-time]` lines show, each suite's verdict, the commit and day of the run."""
     report = Report()
     for key, seconds in explicit_times(lines).items():
         report.stages[key] = Stage(key, seconds, "ci-time")
-    inferred = {key: (seconds, "inferred: run-tests.sh's lines") for key, seconds in inferred_steps(lines).items()}
-    inferred |= {key: (seconds, "inferred: Ansible task times") for key, seconds in inferred_molecule(lines).items()}
-    covered = set(report.stages)
-    if {"docker", "base-images"} & covered:
-        covered.add("docker+base-images")
-    for key, (seconds, source) in inferred.items():
-        if key not in covered:
-            report.stages[key] = Stage(key, seconds, source)
-    for name, (seconds, passed) in suite_lines(lines).items():
-        key = f"suite:{name}"
-        if key in report.stages:
-            report.stages[key].passed = passed
-        else:
-            report.stages[key] = Stage(key, seconds, "inferred: [suites] line", passed)
-    total = report.stages.pop("total", None)
-    if total is None:
-        for line in lines:
-            if match := CI_EXIT.match(line):
-                total = Stage("total", float(match.group(1)), "inferred: [ci] exit line")
-    report.total = total
+    for name, (_, passed) in suite_lines(lines).items():
+        if f"suite:{name}" in report.stages:
+            report.stages[f"suite:{name}"].passed = passed
+    report.total = report.stages.pop("total", None)
     for line in lines:
         if match := CI_COMMIT.match(line):
             report.commit, report.date = match.group(1), match.group(2)
@@ -244,9 +149,6 @@ def ordered(report: Report) -> list[tuple[int, Stage]]:
             images = [name for name in stages if name.startswith("image:")]
             for name in images or ["image:*"]:
                 add(0, name)
-        elif key in ("docker", "base-images") and key not in stages and "docker+base-images" in stages:
-            if key == "docker":
-                add(0, "docker+base-images")
         else:
             add(0, key)
     add(1, "sandbox:setup")
