@@ -107,7 +107,7 @@ def make_data(rows: int) -> dict[str, Any]:
 def etl_run(ctx: Context, variant: str, rows: int, partitions: int, passes: int = 3, tag: str = "") -> float | None:
     """One ETL invocation (its own client) against the running cluster; the pass-2 seconds, None when it failed."""
     files = max(1, rows // ROWS_PER_FILE)
-    need = 15 + passes * rows / 12e6 / max(1, int(variant.rsplit("-", 1)[1]) ** 0.5)
+    need = 15 + passes * rows / 12e6 / ctx.rendered[variant].workers ** 0.5
     name = f"etl-{variant}-{rows // 1_000_000}M-p{partitions}{tag}"
     if ctx.left() < need:
         ctx.record({"run": name, "skipped": f"{ctx.left():.0f} s left, needs about {need:.0f}"})
@@ -148,7 +148,7 @@ def merge_run(ctx: Context, variant: str, chunks_per_gpu: int, chunk_rows: int =
             "-c", str(chunk_rows), "--base-chunks", str(chunks), "--other-chunks", str(chunks), "--runs", "2",
             "--output-basename", str(base)]
     done = harness.run_client(rendered, argv, ctx.out / "logs" / f"{name}.txt", timeout=min(150, ctx.left()))
-    found = base.with_suffix(".json") if base.with_suffix(".json").exists() else Path(f"{base}.json")
+    found = Path(f"{base}.json")  # dask-cuda's BASENAME.json
     if done.returncode or not found.exists():
         ctx.record({"run": name, "failed": (done.stdout + done.stderr)[-1500:]})
         return

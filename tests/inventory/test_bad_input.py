@@ -76,6 +76,8 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]] = [
      ["dask_dataframe_partitions_per_worker", "1-1024"]),
     ("partition size that is no size", GOOD, {"dask_dataframe_partition_size": "big"},
      ["dask_dataframe_partition_size", "big"]),
+    ("partition size of a few bytes", GOOD, {"dask_dataframe_partition_size": "64"},
+     ["dask_dataframe_partition_size (\"64\") is under 1 MiB"]),
     ("malformed MIG UUID", with_var("dask_cpu_workers", "c1", dask_worker_gpus=["MIG-1234"]), None,
      ["host c1", "dask_worker_gpus entry \"MIG-1234\" is not a GPU index"]),
     ("build host outside the inventory", GOOD, {"dask_images_build_host": "ghost"},

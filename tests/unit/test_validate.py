@@ -467,6 +467,9 @@ def test_device_sizes_fit_the_smallest_selected_gpu() -> None:
         "dask_dataframe_partition_size (\"200GiB\") is larger than the memory of GPU")
     assert problems(context("g1", dask_dataframe_partition_size="2GiB")) == []
     assert problems(context("g1", dask_dataframe_partition_size="0.05")) == []
+    one(context("c1", dask_dataframe_partition_size="1"), "dask_dataframe_partition_size (\"1\") is under 1 MiB")
+    one(context("c1", dask_dataframe_partition_size="512KiB"), "is under 1 MiB")
+    assert problems(context("c1", dask_dataframe_partition_size="1MiB")) == []
 
 
 def docker(ctx: dict[str, Any], version: Any) -> dict[str, Any]:

@@ -69,6 +69,10 @@ def _is_loopback(address: Any) -> bool:
         return False
 
 
+# The smallest data-frame partition size accepted: below it a frame becomes millions of tasks.
+PARTITION_FLOOR = 2 ** 20
+
+
 class Checker:
     """The problems of one host's context."""
 
@@ -178,6 +182,12 @@ class Checker:
             self.add(f"dask_dashboard_bind={bind} exposes the dashboard, which has no authentication (anyone who "
                      "reaches it sees the cluster's tasks and logs), beyond this host. Keep 127.0.0.1 and use an SSH "
                      "tunnel, or set dask_dashboard_exposed_ack: true to accept that.")
+        size = self.get("dask_dataframe_partition_size")
+        parsed = parse_size(size) if size and size != "auto" else None
+        if parsed and parsed[0] == "bytes" and parsed[1] < PARTITION_FLOOR:
+            self.add(f"dask_dataframe_partition_size ({show(size)}) is under 1 MiB: clients would cut a data frame "
+                     "into a partition per few rows (a bare number is bytes). Use a size like 1GiB, a fraction like "
+                     "0.01, or auto")
         self.check_extra_args()
 
     def check_extra_args(self) -> None:
