@@ -5,11 +5,13 @@ cd "$(dirname "$0")/.."
 bin=.venv/bin
 $bin/yamllint --strict .
 $bin/ansible-lint --profile production
-$bin/ruff check images/verify scripts tests collections roles/*/filter_plugins roles/gpu_facts/files roles/dask/files
+$bin/ruff check images/verify scripts tests collections roles/*/filter_plugins roles/gpu_facts/files roles/dask/files examples
 $bin/mypy --ignore-missing-imports --strict --allow-untyped-calls images/verify/src
 MYPYPATH=collections $bin/mypy --ignore-missing-imports --strict --namespace-packages --explicit-package-bases \
   collections/ansible_collections/dask_gpu/bundle/plugins scripts/compose-gen.py
 $bin/mypy --ignore-missing-imports --strict roles/gpu_facts/filter_plugins roles/gpu_facts/files/gpu_facts.py
 $bin/mypy --ignore-missing-imports --strict tests/monitoring
-$bin/mypy --ignore-missing-imports --strict roles/dask/files/wait_ports.py tests/gpu/harness.py tests/gpu/frames_scaling.py
+$bin/mypy --ignore-missing-imports --strict roles/dask/files/wait_ports.py tests/gpu/harness.py tests/gpu/frames_scaling.py \
+  tests/gpu/polars_scaling.py
+$bin/mypy --ignore-missing-imports --strict --allow-untyped-calls examples/jobs
 $bin/mypy --ignore-missing-imports --strict --allow-untyped-calls tests/fleet

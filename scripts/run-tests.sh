@@ -24,17 +24,18 @@ timed docker bash scripts/setup-docker.sh
 timed base-images bash scripts/base-images.sh
 
 step "images"
-# .env's profile (lean: the sandbox's), then the full one (cuDF, dask-cudf): built every run, its packages imported
-# (without a GPU) and checked with pip check by the build itself; the sandbox does not run it.
+# .env's profile (lean: the sandbox's), then the polars one (full's cuDF and dask-cudf, plus cudf-polars and Polars):
+# built every run, its packages imported (without a GPU) and checked with pip check by the build itself; the sandbox
+# does not run it (docs/polars.md: its proofs run on lent GPU machines).
 . scripts/dotenv.sh
-for profile in "$PROFILE" full; do
+for profile in "$PROFILE" polars; do
   started=$(date +%s)
   PROFILE="$profile" bash scripts/build-images.sh >reports-build.log 2>&1 || { tail -40 reports-build.log; exit 1; }
   size="$(docker image inspect -f '{{.Size}}' "dask-gpu-worker:$RAPIDS_RELEASE-cuda$CUDA_MAJOR-$profile")"
   echo "images ($profile) built in $(( $(date +%s) - started )) s; worker image $(( size / 1000000 )) MB"
   ci_time "image:$profile" $(( $(date +%s) - started ))
   rm -f reports-build.log
-  [ "$profile" != full ] || break
+  [ "$profile" != polars ] || break
 done
 
 step "browser for the tests (before anything runs beside the sandbox: one apt at a time)"

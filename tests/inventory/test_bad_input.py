@@ -88,7 +88,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]] = [
      ["host c1", "dask_worker_port_range=\"9000\""]),
     ("registry distribution without a registry", GOOD, {"dask_images_distribution": "registry"},
      ["dask_images_distribution=registry needs dask_images_registry"]),
-    ("unknown image profile", GOOD, {"dask_image_profile": "huge"}, ["dask_image_profile", "lean, full, cpu"]),
+    ("unknown image profile", GOOD, {"dask_image_profile": "huge"}, ["dask_image_profile", "lean, full, polars, cpu"]),
     ("cpu profile for a GPU worker host", {"dask_scheduler": {"s1": {}},
                                            "dask_cuda_workers": {"g1": {"dask_worker_allow_cpu": True}}},
      {"dask_image_profile": "cpu"}, ["host g1: is in dask_cuda_workers, but dask_image_profile=cpu has no dask-cuda"]),
@@ -142,6 +142,16 @@ def gpu_host(**variables: Any) -> dict[str, dict[str, Any]]:
     return {"dask_scheduler": {"s1": {}}, "dask_cuda_workers": {"g1": {"gpu_facts_nvidia_smi": SMI, **variables}}}
 
 
+# The polars profile as docs/polars.md sets it (the firewall is rendered only: check.yml changes nothing).
+POLARS = {"dask_cuda_major": "13", "dask_image_profile": "polars", "dask_firewall_enabled": True,
+          "dask_polars_unencrypted_ack": True}
+
+
+def test_the_polars_profile_passes_with_what_it_needs(tmp_path: Path) -> None:
+    result = run_check(tmp_path, inventory(gpu_host(), POLARS))
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
 def test_a_gpu_selection_by_index_and_uuid_passes(tmp_path: Path) -> None:
     result = run_check(tmp_path, inventory(gpu_host(dask_worker_gpus=["0", H200_UUID_1]), {"dask_cuda_major": "13"}))
     assert result.returncode == 0, result.stdout[-3000:]
@@ -187,6 +197,22 @@ GPU_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]] = 
      ["host g1", "dask_worker_gpu_request (\"nvidia\") must be one of gpus, cdi"]),
     ("the toolkit's old CDI switch", gpu_host(nvidia_container_toolkit_cdi=True), None,
      ["host g1: unknown variable(s) nvidia_container_toolkit_cdi (replaced by dask_worker_gpu_request: cdi"]),
+    ("polars without its acknowledgement", gpu_host(), {**POLARS, "dask_polars_unencrypted_ack": False},
+     ["host s1: dask_image_profile=polars starts rapidsmpf's UCXX communicator", "dask_polars_unencrypted_ack"]),
+    ("polars without the firewall", gpu_host(), {**POLARS, "dask_firewall_enabled": "false"},
+     ["host s1: dask_image_profile=polars needs dask_firewall_enabled: true"]),
+    ("polars with an RMM pool", gpu_host(dask_worker_rmm_pool_size="0.5"), POLARS,
+     ["host g1: dask_worker_rmm_pool_size (\"0.5\") with dask_image_profile=polars"]),
+    ("polars with dask-cuda's UCX flags", gpu_host(dask_worker_extra_args=["--enable-nvlink"]), POLARS,
+     ["host g1: dask_worker_extra_args (--enable-nvlink) with dask_image_profile=polars"]),
+    ("polars with a small /dev/shm", gpu_host(dask_worker_shm_size="1GiB"), POLARS,
+     ["host g1: dask_worker_shm_size (\"1GiB\") is under 2 GiB (1 GiB for each of the 2 GPU workers of this host)"]),
+    ("/dev/shm of a few bytes", gpu_host(dask_worker_shm_size="64"), None,
+     ["host g1: dask_worker_shm_size (\"64\") is under 1 MiB"]),
+    ("/dev/shm that is no size", gpu_host(dask_worker_shm_size="0.5"), None, ["dask_worker_shm_size", "0.5"]),
+    ("polars on CPU workers", {"dask_scheduler": {"s1": {}}, "dask_cuda_workers": {"g1": {"gpu_facts_nvidia_smi": SMI}},
+                               "dask_cpu_workers": {"c1": {}}}, POLARS,
+     ["host c1: runs CPU workers, but dask_image_profile=polars"]),
 ]
 
 

@@ -114,7 +114,7 @@ def test_the_core_names_no_feature() -> None:
     its own module of plugin_utils/features/ (a new service touches its module and one registry line)."""
     utils = ROOT / "collections" / "ansible_collections" / "dask_gpu" / "bundle" / "plugins" / "plugin_utils"
     features = [path.stem for path in (utils / "features").glob("*.py") if path.stem != "__init__"]
-    assert sorted(features) == ["firewall", "images", "jobs", "monitoring", "notebook", "toolkit"]
+    assert sorted(features) == ["firewall", "images", "jobs", "monitoring", "notebook", "polars", "toolkit"]
     owned = re.compile(r"[\"'](dask_monitoring_|dask_images_|dask_firewall_|dask_job_|dask_notebook_|"
                        r"nvidia_container_toolkit_)[a-z_]+[\"']")
     for core in ("model.py", "checks.py", "spec.py", "settings.py", "records.py"):

@@ -17,7 +17,7 @@ CLUSTER: dict[str, Any] = {
     "paths": {"config": "/etc/dask", "data": "/var/lib/dask", "container": {
         "tls": "/etc/dask/tls", "local": "/var/lib/dask", "reports": "/var/lib/dask-reports"}},
     "scheduler_urls": {"health": "http://127.0.0.1:8787/health", "counts": "http://127.0.0.1:8787/json/counts.json"},
-    **identity("dask")}
+    "polars": {"enabled": False, "shm_size": "1g"}, **identity("dask")}
 PROBED = [{"index": 0, "uuid": "GPU-0"}, {"index": 1, "uuid": "GPU-1"}, {"index": 2, "uuid": "GPU-2"}]
 
 
@@ -32,7 +32,7 @@ GPU_HOST = gpu_host(["0", "GPU-1"])
 SETTINGS = {"dask_worker_http_port": 8790, "dask_worker_memory_limit": "auto", "dask_worker_death_timeout": 60,
             "dask_worker_device_memory_limit": "0.8", "dask_worker_gpu_request": "cdi", "dask_worker_stop_timeout": 30,
             "dask_scheduler_stop_timeout": 20, "dask_verify_timeout": 120, "dask_bench_etl_rows": 12000000,
-            "dask_worker_extra_args": ["--lifetime", "1h"]}
+            "dask_worker_extra_args": ["--lifetime", "1h"], "dask_bench_polars_scale": 10}
 
 
 def gpu_flags(args: list[str]) -> list[str]:
@@ -219,3 +219,26 @@ def test_a_gpu_less_scheduler_host_under_cudf_images_is_advised_not_refused() ->
     assert not [line for line in advice({**scheduler, "gpu_count": 1}, {"dask_image_profile": "full"})
                 if "scheduler host" in line]
     assert not [line for line in advice(scheduler, {"dask_image_profile": "lean"}) if "scheduler host" in line]
+
+
+def test_the_polars_profile_gives_its_workers_shm_ucx_devices_and_its_clients_the_tables(builder: ModuleType) -> None:
+    """features/polars.py: /dev/shm as the cluster says, UCX kept to the cluster's network for the engine's UCXX
+    communicator, no RMM pool flag, and the benchmark's and jobs' containers see the workers' local directory
+    read-only (Polars reads a file's schema where it plans); the benchmark gets its scale."""
+    polars = {**CLUSTER, "polars": {"enabled": True, "shm_size": "16g"}}
+    host = {**GPU_HOST, "ucx_net_devices": "eth1"}
+    worker = builder.worker_spec(polars, host, SETTINGS)
+    assert worker["shm_size"] == "16g" and worker["env"]["UCX_NET_DEVICES"] == "eth1"
+    assert not [arg for arg in worker["argv"] if arg.startswith("--rmm")]
+    assert "--shm-size" in (args := builder.docker_run_args(worker)) and args[args.index("--shm-size") + 1] == "16g"
+    tables = "/var/lib/dask/worker:/var/lib/dask:ro"
+    bench = builder.client_spec(polars, GPU_HOST, SETTINGS, "bench", "b")
+    assert tables in bench["volumes"] and bench["argv"][bench["argv"].index("--polars-scale") + 1] == "10"
+    assert tables not in builder.client_spec(polars, GPU_HOST, SETTINGS, "verify", "v.json")["volumes"]
+    job = {"id": "j-1", "name": "j", "timeout": 60, "entry": "main.py", "args": [], "env": {}}
+    assert tables in builder.job_spec(polars, SETTINGS, job, GPU_HOST)["volumes"]
+    # Other profiles: 1 GiB, no UCX devices on a TCP/TLS transport, no tables, no Polars benchmark.
+    plain = builder.worker_spec(CLUSTER, host, SETTINGS)
+    assert plain["shm_size"] == "1g" and "UCX_NET_DEVICES" not in plain["env"]
+    assert "--polars-scale" not in builder.client_spec(CLUSTER, GPU_HOST, SETTINGS, "bench", "b")["argv"]
+    assert tables not in builder.job_spec(CLUSTER, SETTINGS, job, GPU_HOST)["volumes"]

@@ -18,6 +18,7 @@ ROLES = sorted(path.name for path in (ROOT / "roles").iterdir() if (path / "meta
 BAD_FOR_KIND = {
     "size or fraction (0, 1]": "1.5",
     "size, fraction (0, 1] or auto": "12 parsecs",
+    "size or auto": "0.5",
     "IPv4 address": "300.1.2.3",
     "IPv4 address or CIDR": "10.0.0.0/33",
     "absolute path": "relative/dir",

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dask_gpu_verify import bench_report, checks, etl, frames, partitions, probes, session, workload
+from dask_gpu_verify import bench_report, checks, etl, frames, gpu_polars, partitions, probes, session, workload
 from dask_gpu_verify.session import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
 
 # Sizes per backend: the GPU ones give each task tens of ms and one GPU seconds of work (facts.md).
@@ -76,6 +76,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--etl-data", type=Path, default=Path(tempfile.gettempdir()) / "dask-gpu-etl",
                    help="where the ETL's CSV files are written, the same path on every worker host and here "
                    "(default TMPDIR/dask-gpu-etl)")
+    p.add_argument("--polars-scale", type=float, default=0.0,
+                   help="scale of the PDS-H-like Polars queries (DaskEngine on every GPU worker against CPU Polars on "
+                   "a worker host's cores; needs the polars image profile; 1 = 6 M line items; default 0: not run)")
+    p.add_argument("--polars-folder", default=None,
+                   help="where the Polars tables are written on every worker host (default: beside the workers' "
+                   "local directory)")
     p.add_argument("--out", type=Path, required=True, help="write OUT.json, OUT.md and OUT.html")
     return p
 
@@ -329,12 +335,17 @@ def run(client: Any, args: argparse.Namespace) -> dict[str, Any]:
     report["overhead"] = overhead(client, SIZES[backend]["noop_tasks"])
     if args.etl_rows > 0:
         report["etl"] = etl_section(client, args, registered, chosen)
+    if args.polars_scale > 0:
+        report["polars"] = gpu_polars.benchmark(client, args.polars_scale, "all", max(1, args.runs - 1),
+                                                args.polars_folder, cpu_passes=1, setting="--polars-scale")
     return report
 
 
 def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
+    if args.polars_scale < 0:
+        p.error(f"--polars-scale must be 0 (off) or above, not {args.polars_scale:g}")
     if args.etl_rows < 0 or args.etl_files < 0 or args.etl_cpu_workers < 1 or 0 < args.etl_rows < args.etl_files:
         p.error("--etl-rows must be 0 (off) or at least --etl-files; --etl-files 0 (the cluster's partitioning) or "
                 "more, --etl-cpu-workers at least 1")
@@ -357,6 +368,9 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown)
     if report.get("etl", {}).get("checks_equal") is False:
         print("dask-gpu-bench: FAILED: the ETL's check values differ between the cluster and pandas", file=sys.stderr)
+        return EXIT_FAILED
+    if report.get("polars", {}).get("status") == "failed":
+        print(f"dask-gpu-bench: FAILED: Polars: {report['polars'].get('reason')}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
 

@@ -88,6 +88,7 @@ def markdown(report: dict[str, Any]) -> str:
                          f"{fmt(row['transfer_mib_per_s'], 0)} ({fmt(row['transferred_gib'], 2)}) | "
                          f"`{row['command']}` |")
     lines += etl_lines(report.get("etl"))
+    lines += polars_lines(report.get("polars"))
     o = report["overhead"]
     lines += ["", "## Scheduler", "", "| no-op tasks per second | round trip (submit to result) |", "| --- | --- |",
               f"| {fmt(o['tasks_per_s'], 0)} ({o['tasks']} tasks) | {fmt(o['round_trip_ms'], 2)} ms |", ""]
@@ -112,6 +113,33 @@ def etl_lines(etl: dict[str, Any] | None) -> list[str]:
     verdict = "equal" if etl["checks_equal"] else "DIFFERENT: FAILED"
     return lines + ["", f"The cluster is {etl['cpu_over_cluster']:.2f} x as fast as pandas on this host; check values "
                         f"{verdict}."]
+
+
+def polars_lines(polars: dict[str, Any] | None) -> list[str]:
+    """The PDS-H-like queries through DaskEngine against CPU Polars (gpu_polars.benchmark's report)."""
+    if not polars:
+        return []
+    lines = ["", "## Polars on the GPUs (cudf-polars DaskEngine), PDS-H-like queries", ""]
+    if polars.get("status") == "skipped":
+        return lines + [f"Skipped: {polars['reason']}."]
+    data = polars["data"]
+    threads = (polars.get("cpu") or {}).get("threads", "?")
+    lines += [f"Scale {data['scale']:g} ({data['rows']['lineitem']:,} line items, {data['bytes'] / 1e9:.1f} GB of "
+              f"Parquet), {polars['workers']} GPU workers, engine start {polars['engine_start_seconds']:.2f} s; CPU "
+              f"Polars on {threads} threads of a worker host. Medians of {polars['passes']} passes after a first.", "",
+              "| query | GPUs s | CPU Polars s | CPU / GPUs | result |", "| --- | --- | --- | --- | --- |"]
+    cpu = polars.get("cpu") or {}
+    for name, entry in polars["gpu"].items():
+        if "error" in entry:
+            lines.append(f"| {name} | failed: {entry['error']} | | | |")
+            continue
+        other = cpu.get(name) or {}
+        same = "equal" if other.get("digest") == entry["digest"] else ("-" if not other else "DIFFERENT")
+        lines.append(f"| {name} | {fmt(entry['median'], 3)} | {fmt(other.get('median'), 3)} | "
+                     f"{fmt((polars.get('ratios') or {}).get(name), 2)} | {same} |")
+    if polars.get("status") == "failed":
+        lines += ["", f"FAILED: {polars.get('reason')}"]
+    return lines
 
 
 def bars(title: str, items: list[tuple[str, float, str]], unit: str) -> str:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import checks, frames, probes, session, workload
+from . import checks, frames, gpu_polars, probes, session, workload
 from .findings import Finding
 from .report import Report
 from .session import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE
@@ -42,6 +42,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tolerance", type=float, default=1e-9, help="relative tolerance on the workload's answer")
     p.add_argument("--frame-rows", type=int, default=frames.DEFAULT_ROWS,
                    help=f"rows of the data-frame check (default {frames.DEFAULT_ROWS}; 0 leaves it out)")
+    p.add_argument("--polars-rows", type=int, default=2_000_000,
+                   help="rows of the Polars check (DaskEngine on every GPU worker, where the images carry "
+                        "cudf-polars; default 2000000; 0 leaves it out)")
     p.add_argument("--json", type=Path, default=None, help="write the JSON report here")
     return p
 
@@ -91,6 +94,28 @@ def verify(client: Any, args: argparse.Namespace, report: Report) -> None:
     run_bandwidth(client, args, report, backend.targets)
     run_workload(client, args, report, backend.targets)
     run_frames(client, args, report)
+    run_polars(client, args, report)
+
+
+def run_polars(client: Any, args: argparse.Namespace, report: Report) -> None:
+    """The Polars check where every worker has cudf-polars (the polars profile): a query through DaskEngine on
+    every GPU worker, exactly equal to CPU Polars here; else said to be skipped."""
+    if args.polars_rows <= 0:
+        return
+    found = client.run(gpu_polars.available)
+    if not found or any("error" in info for info in found.values()) or "error" in gpu_polars.available():
+        report.polars = {"status": "skipped", "reason": "no cudf-polars on every worker and here (dask_image_profile: "
+                                                        "polars has it)"}
+        return
+    try:
+        report.polars = gpu_polars.verify(client, args.polars_rows)
+    except Exception as error:  # noqa: BLE001 - any failure of the engine is this check's finding
+        report.polars = {"status": "failed", "error": f"{type(error).__name__}: {error}"}
+    if report.polars.get("status") == "failed":
+        why = report.polars.get("error") or report.polars.get("reason") or report.polars.get("difference") or "?"
+        report.findings.append(Finding("polars", f"the Polars check failed: {why}"))
+    elif report.polars.get("status") == "skipped":
+        report.findings.append(Finding("polars", f"the images carry cudf-polars, but {report.polars['reason']}"))
 
 
 def run_frames(client: Any, args: argparse.Namespace, report: Report) -> None:

@@ -18,6 +18,7 @@ class Report:
     versions: dict[str, Any] = field(default_factory=dict)
     workload: dict[str, Any] = field(default_factory=dict)
     frames: dict[str, Any] = field(default_factory=dict)
+    polars: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
 
@@ -45,6 +46,7 @@ class Report:
             "versions": self.versions,
             "workload": self.workload,
             "frames": self.frames,
+            "polars": self.polars,
             "bandwidth_cluster": self.cluster_bandwidth(),
             "timings": self.timings,
             "failures": [finding.to_dict() for finding in self.findings],
@@ -86,6 +88,13 @@ class Report:
             print(f"data frames ({frames['backend']}): {frames['rows']} rows in {frames['partitions']} partitions, "
                   f"{frames.get('groups')} groups, {'exact' if frames.get('exact') else 'WRONG'}, "
                   f"{frames.get('seconds', float('nan')):.3f} s", file=out)
+        if self.polars.get("status") == "skipped":
+            print(f"polars: skipped, {self.polars['reason']}", file=out)
+        elif self.polars.get("ranks"):
+            found = self.polars
+            print(f"polars (DaskEngine): {found['rows']} rows on {found['ranks']} GPUs, {found['groups']} groups, "
+                  f"{'exact' if found.get('equal') else 'WRONG'} against CPU Polars, engine start "
+                  f"{found['engine_start_seconds']:.2f} s, query {found['query_seconds']:.3f} s", file=out)
         for finding in self.findings:
             print(finding.line(), file=out)
         print("PASS" if self.ok else f"FAILED: {len(self.findings)} check(s)", file=out)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import gpus as gpu_selection
-from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import own_image, records
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import own_image, profiles, records
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
     ClusterInput,
     HostInput,
@@ -118,8 +118,8 @@ def folders(settings: Mapping[str, Any], is_member: bool, is_worker: bool) -> li
 
 
 def frames_images(settings: Mapping[str, Any]) -> bool:
-    """The bundle's images carry cuDF (the full profile; your own images are not judged here)."""
-    return settings.get("dask_image_profile") == "full" and not settings.get(own_image.WORKER_SETTING)
+    """The bundle's images carry cuDF (the full and polars profiles; your own images are not judged here)."""
+    return profiles.bundle_has(settings, "cudf", own_image.WORKER_SETTING)
 
 
 def frames_possible(settings: Mapping[str, Any]) -> bool:
@@ -251,7 +251,8 @@ def frames_advice(host: Mapping[str, Any], settings: Mapping[str, Any]) -> list[
     CuPy work runs)."""
     if not host.get("scheduler") or not frames_images(settings) or int(host.get("gpu_count") or 0) > 0:
         return []
-    return [f"host {host['name']}: the scheduler host has no GPU, but dask_image_profile=full deploys cuDF: dask-cudf "
+    return [f"host {host['name']}: the scheduler host has no GPU, but dask_image_profile="
+            f"{settings.get('dask_image_profile')} deploys cuDF: dask-cudf "
             "graphs hold cuDF objects that the scheduler unpickles, which needs a GPU (RAPIDS' advice; docs/images.md, "
             "\"Data frames\"). dask-cudf work will fail on this cluster; put the scheduler on a GPU host for it."]
 

@@ -198,6 +198,8 @@ FIXED: dict[str, tuple[str, Callable[[str], bool]]] = {
     "size, fraction (0, 1] or auto": (
         "auto, a size (like 64GB, 1.5TiB, 500MB, or bytes) or a fraction in (0, 1] (like 0.9)",
         lambda text: text.strip() == "auto" or parse_size(text) is not None),
+    "size or auto": ("auto or a size (like 16GiB, 512MiB, or bytes)",
+                     lambda text: text.strip() == "auto" or (parse_size(text) or ("", 0))[0] == "bytes"),
     "IPv4 address": ("an IPv4 address", is_ipv4),
     "IPv4 address or CIDR": ("an IPv4 address or CIDR", is_ipv4_or_cidr),
     "absolute path": ("an absolute path", lambda text: text.startswith("/") and not LINE_BREAK.search(text)),

@@ -185,9 +185,11 @@ def open_files(settings: dict[str, Any]) -> dict[str, str]:
 
 def ucx_env(cluster: dict[str, Any], host: dict[str, Any]) -> dict[str, str]:
     """UCX keeps to the cluster's network (UCX_NET_DEVICES): with every device it also tries docker0's
-    172.17.0.1, which is every Docker host's own address."""
+    172.17.0.1, which is every Docker host's own address. For the ucx transports and for the polars profile's UCXX
+    communicator (features/polars.py)."""
     devices = host.get("ucx_net_devices") or ""
-    return {"UCX_NET_DEVICES": str(devices)} if cluster["protocol"] == "ucx" and devices else {}
+    speaks_ucx = cluster["protocol"] == "ucx" or (cluster.get("polars") or {}).get("enabled")
+    return {"UCX_NET_DEVICES": str(devices)} if speaks_ucx and devices else {}
 
 
 # Worker preload of GPU workers: the worker's own GPU (NVML) in its /metrics, read at each scrape.
@@ -263,8 +265,8 @@ def worker_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
     if gpu:
         env["DASK_DISTRIBUTED__NANNY__PRELOAD"] = f'["{WORKER_PORTS_PRELOAD}"]'
 
-    spec.update(env=env, shm_size="1g", stop_timeout=int(settings["dask_worker_stop_timeout"]),
-                ulimits=open_files(settings))
+    spec.update(env=env, shm_size=str(cluster["polars"]["shm_size"]),
+                stop_timeout=int(settings["dask_worker_stop_timeout"]), ulimits=open_files(settings))
     # Workers that speak UCX (tls-ucx) hold no TLS key: only the scheduler and clients use TLS.
     spec["volumes"] = [f"{cluster['paths']['data']}/worker:{local}"] + (spec["volumes"] if tls else [])
     if gpu:
@@ -301,6 +303,8 @@ def client_argv(kind: str, cluster: dict[str, Any], settings: dict[str, Any], ou
         ready = ["--ready-seconds", str(ready_seconds)] if ready_seconds is not None else []
         rows = int(settings["dask_bench_etl_rows"])
         ready += ["--etl-rows", str(rows)] if rows else []  # its files: the published partitioning
+        scale = int(settings["dask_bench_polars_scale"]) if (cluster.get("polars") or {}).get("enabled") else 0
+        ready += ["--polars-scale", str(scale)] if scale else []
         return (["dask-gpu-bench", "--scheduler", cluster["scheduler_address"],
                  "--expect-workers", str(cluster["expected_workers"]), "--timeout", str(timeout),
                  "--label", cluster["name"], "--out", f"{reports}/{out}"] + (["--allow-cpu"] if allow_cpu else [])
@@ -316,7 +320,7 @@ def client_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
                  cluster["images"]["worker"])
     spec.update(argv=client_argv(kind, cluster, settings, out, ready_seconds), env=client_env(cluster))
     reports = f"{cluster['paths']['data']}/reports:{cluster['paths']['container']['reports']}"
-    spec["volumes"] = spec["volumes"] + [reports]
+    spec["volumes"] = spec["volumes"] + [reports] + (polars_tables(cluster) if kind == "bench" else [])
     if kind == "bench" and host["worker_mode"] == "gpu":
         gpus, gpu_env = _gpu_selection(host)
         spec.update(gpus=gpus, gpu_request=settings["dask_worker_gpu_request"], env={**spec["env"], **gpu_env})
@@ -336,8 +340,17 @@ def job_spec(cluster: dict[str, Any], settings: dict[str, Any], job: dict[str, A
             job["name"], "--timeout", str(int(job["timeout"])), f"{JOB_DIR}/src/{job['entry']}"]
     spec.update(argv=argv + (["--", *job["args"]] if job["args"] else []),
                 env={**job["env"], **client_env(cluster), "HOME": JOB_DIR + "/work"})
-    spec["volumes"] = spec["volumes"] + [f"{job_folder(cluster, job)}:{JOB_DIR}"]
+    spec["volumes"] = spec["volumes"] + [f"{job_folder(cluster, job)}:{JOB_DIR}"] + polars_tables(cluster)
     return _with_frames_gpu(spec, cluster, host, settings)
+
+
+def polars_tables(cluster: dict[str, Any]) -> list[str]:
+    """With the polars profile, a client on a worker host sees the workers' local directory read-only, at the path the
+    workers see it: Polars reads a file's schema where the query is planned (the client), the engine's ranks read
+    the data, so tables written there (the benchmark's, a job's) must be readable by both (docs/polars.md)."""
+    if not (cluster.get("polars") or {}).get("enabled"):
+        return []
+    return [f"{cluster['paths']['data']}/worker:{cluster['paths']['container']['local']}:ro"]
 
 
 def job_folder(cluster: dict[str, Any], job: dict[str, Any]) -> str:

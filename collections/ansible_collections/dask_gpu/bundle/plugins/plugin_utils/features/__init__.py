@@ -9,8 +9,9 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import (
     jobs,
     monitoring,
     notebook,
+    polars,
     toolkit,
 )
 
 FEATURES: tuple[Feature, ...] = (images.FEATURE, monitoring.FEATURE, firewall.FEATURE, toolkit.FEATURE,
-                               jobs.FEATURE, notebook.FEATURE)
+                               jobs.FEATURE, notebook.FEATURE, polars.FEATURE)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import extras, own_image
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import extras, own_image, profiles
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
     CheckInput,
     ClusterInput,
@@ -135,8 +135,9 @@ def cluster(inp: ClusterInput) -> dict[str, Any]:
         "registry": registry,
         "build_args": {"BASE_IMAGE": settings["dask_base_image"], "RAPIDS_RELEASE": settings["dask_rapids_release"],
                        "CUDA_MAJOR": settings["dask_cuda_major"], "PROFILE": settings["dask_image_profile"]},
-        # cuDF and dask-cudf in the images (the full profile): the scheduler and the clients get a GPU (spec.py).
-        "cudf": not own and settings["dask_image_profile"] == "full",
+        # cuDF and dask-cudf in the images (the full and polars profiles): the scheduler and the clients get a GPU
+        # (spec.py).
+        "cudf": not own and profiles.has(settings["dask_image_profile"], "cudf"),
         "pins": pins, "versions": wanted, "version_change": version_change(inp, wanted),
         "extras": extras.summary(settings)}}
 
@@ -167,23 +168,26 @@ def version_change_problems(change: Mapping[str, Any] | None) -> list[str]:
 
 
 def profile_problems(inp: CheckInput) -> list[str]:
-    """What the chosen profile cannot run: cuDF spilling without cuDF, GPU workers or UCX with the cpu profile. With
-    your own images the profile builds nothing: their inspection says what they lack (own_image.py)."""
+    """What the chosen profile cannot run: cuDF spilling without cuDF, GPU workers or UCX without CUDA (the cpu
+    profile). With your own images the profile builds nothing: their inspection says what they lack (own_image.py)."""
     profile = None if inp.get(own_image.WORKER_SETTING) else inp.get("dask_image_profile")
+    if profile is None:
+        return []
     problems = []
-    if inp.get("dask_worker_cudf_spill") is True and profile in ("lean", "cpu") and inp.is_worker:
+    if inp.get("dask_worker_cudf_spill") is True and not profiles.has(profile, "cudf") and inp.is_worker:
         problems.append(f"dask_worker_cudf_spill=true needs cuDF in the images, which dask_image_profile={profile} "
-                        "does not have. Use dask_image_profile: full, or leave dask_worker_cudf_spill false.")
-    if profile != "cpu":
+                        f"does not have. Use dask_image_profile: {profiles.with_part('cudf')}, or leave "
+                        "dask_worker_cudf_spill false.")
+    if profiles.has(profile, "cuda"):
         return problems
     if inp.host in (inp.groups.get("dask_cuda_workers") or []):
-        problems.append("is in dask_cuda_workers, but dask_image_profile=cpu has no dask-cuda and no CUDA library "
-                        "(its workers could not start `dask cuda worker`). Use dask_image_profile: lean or full, or "
-                        "move the host to dask_cpu_workers.")
+        problems.append(f"is in dask_cuda_workers, but dask_image_profile={profile} has no dask-cuda and no CUDA "
+                        "library (its workers could not start `dask cuda worker`). Use dask_image_profile: "
+                        f"{profiles.with_part('cuda')}, or move the host to dask_cpu_workers.")
     transport = inp.get("dask_transport")
     if transport in ("ucx", "tls-ucx"):
-        problems.append(f"dask_transport={transport} needs UCX (distributed-ucxx), which dask_image_profile=cpu does "
-                        "not have. Use dask_transport: tls, or dask_image_profile: lean or full.")
+        problems.append(f"dask_transport={transport} needs UCX (distributed-ucxx), which dask_image_profile={profile} "
+                        f"does not have. Use dask_transport: tls, or dask_image_profile: {profiles.with_part('ucx')}.")
     return problems
 
 
