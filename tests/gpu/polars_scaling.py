@@ -121,6 +121,42 @@ def rendered_runs(ctx: Context, rendered: harness.Rendered, cpu: bool, only_quer
         cluster.stop()
 
 
+def clients_runs(ctx: Context, rendered: harness.Rendered, cpu_scale: float) -> None:
+    """The bundle's own clients on the polars cluster: dask-gpu-verify as the verify unit runs it (its Polars check),
+    dask-gpu-bench with --polars-scale (its Polars section), then CPU Polars at cpu_scale on the queries that missed
+    10 x at scale 100."""
+    try:
+        cluster = harness.Cluster(rendered, ctx.out / "logs").start()
+    except RuntimeError as error:
+        ctx.record({"run": f"start-{rendered.name}", "error": str(error)[-2000:]})
+        return
+    try:
+        for name, argv, need in (
+                ("verify-cli", rendered.spec("verify")["argv"], 90),
+                ("bench-cli", ["dask-gpu-bench", "--scheduler", rendered.address, "--expect-workers",
+                               str(rendered.workers), "--no-dask-cuda", "--runs", "3", "--label", "polars",
+                               "--polars-scale", f"{ctx.scale:g}", "--polars-folder", str(DATA / "pdsh-bench"),
+                               "--out", str(ctx.out / "logs" / "bench")], 200)):
+            if ctx.left < need:
+                ctx.record({"run": name, "skipped": f"{ctx.left:.0f} s left"})
+                continue
+            started = time.monotonic()
+            done = harness.run_client(rendered, argv, ctx.out / "logs" / f"{name}.log", ctx.left - 10)
+            report = (Path("/var/lib/dask-reports/verify-latest.json") if name == "verify-cli"
+                      else ctx.out / "logs" / "bench.json")
+            found = json.loads(report.read_text()) if report.exists() else {}
+            ctx.record({"run": name, "status": done.returncode, "wall_s": round(time.monotonic() - started, 1),
+                        "polars": found.get("polars"), "failures": found.get("failures"),
+                        "tail": (done.stdout + done.stderr)[-1500:]})
+        env = {**rendered.client_env, "DASK_SCHEDULER_ADDRESS": rendered.address}
+        large = Context(ctx.out, ctx.left + (time.monotonic() - ctx.started), cpu_scale, 1, ctx.started)
+        client(large, env, f"cpu-sf{cpu_scale:g}", ["bench", "--scale", f"{cpu_scale:g}", "--folder",
+                                                    str(DATA / f"pdsh-sf{cpu_scale:g}"), "--passes", "1",
+                                                    "--queries", "q1,q6,q10", "--cpu-passes", "1"], 150)
+    finally:
+        cluster.stop()
+
+
 def bare_runs(ctx: Context) -> None:
     """The engine on a bare cluster of every GPU: a TCP scheduler and `dask cuda worker` with nothing else."""
     env = {**os.environ, "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "False"}
@@ -230,8 +266,10 @@ def large_table(runs: dict[str, Any]) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--phase", choices=["all", "every", "one", "bare", "large", "summary"], default="all",
-                        help="large: the queries alone on every GPU and on one (no CPU Polars) at --scale")
+    parser.add_argument("--phase", choices=["all", "every", "one", "bare", "large", "clients", "summary"],
+                        default="all", help="large: the queries alone on every GPU and on one (no CPU Polars) at "
+                        "--scale; clients: dask-gpu-verify and dask-gpu-bench at --scale, CPU Polars at --cpu-scale")
+    parser.add_argument("--cpu-scale", type=float, default=500.0)
     parser.add_argument("--scale", type=float, default=100.0)
     parser.add_argument("--passes", type=int, default=2)
     parser.add_argument("--budget", type=float, default=540)
@@ -248,6 +286,8 @@ def main() -> int:
         rendered_runs(ctx, harness.render("polars-1", VARIANTS["polars-1"], args.out), cpu=False)
     if args.phase in ("all", "bare"):
         bare_runs(ctx)
+    if args.phase == "clients":
+        clients_runs(ctx, harness.render("polars-all", VARIANTS["polars-all"], args.out), args.cpu_scale)
     if args.phase == "large":
         for name in ("polars-all", "polars-1"):
             rendered_runs(ctx, harness.render(name, VARIANTS[name], args.out), cpu=False, only_queries=True)

@@ -126,7 +126,8 @@ def polars_lines(polars: dict[str, Any] | None) -> list[str]:
     threads = (polars.get("cpu") or {}).get("threads", "?")
     lines += [f"Scale {data['scale']:g} ({data['rows']['lineitem']:,} line items, {data['bytes'] / 1e9:.1f} GB of "
               f"Parquet), {polars['workers']} GPU workers, engine start {polars['engine_start_seconds']:.2f} s; CPU "
-              f"Polars on {threads} threads of a worker host. Medians of {polars['passes']} passes after a first.", "",
+              f"Polars on {threads} threads of a worker host. GPU times: the median of {polars['passes']} passes "
+              "after a first; CPU Polars: one pass after a first.", "",
               "| query | GPUs s | CPU Polars s | CPU / GPUs | result |", "| --- | --- | --- | --- | --- |"]
     cpu = polars.get("cpu") or {}
     for name, entry in polars["gpu"].items():
