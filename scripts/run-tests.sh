@@ -37,6 +37,16 @@ for profile in "$PROFILE" polars; do
   rm -f reports-build.log
   [ "$profile" != polars ] || break
 done
+# Earlier runs' images stay behind on a CI machine (each content hash tags a full set; the sandbox's converge tags
+# its own, and the registry's copies): only this run's tags are kept, and the build cache is held to 40 GB (about
+# twice the two profiles' layers). One run that found 12 GB free failed its converge in `docker load` ("Archive
+# potentially corrupt?": the sandbox's three hosts keep their images on this machine's disk).
+keep="^dask-gpu-(scheduler|worker):$RAPIDS_RELEASE-cuda$CUDA_MAJOR-($PROFILE|polars)$"
+stale=$(docker images --format '{{.Repository}}:{{.Tag}}' | grep -E '(^|/)dask-gpu-(scheduler|worker):' | grep -Ev "$keep" || true)
+[ -z "$stale" ] || docker rmi $stale >/dev/null || echo "some earlier images are in use: kept"
+docker image prune -f >/dev/null
+docker builder prune -f --keep-storage 40GB >/dev/null
+echo "disk: $(df -BG --output=avail / | tail -1 | tr -d ' ') free after removing $(echo "$stale" | grep -c . || true) earlier images"
 
 step "browser for the tests (before anything runs beside the sandbox: one apt at a time)"
 timed browser bash scripts/setup-browser.sh

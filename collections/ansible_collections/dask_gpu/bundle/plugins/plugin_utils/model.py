@@ -166,6 +166,9 @@ def host_model(host: str, settings: Mapping[str, Any], facts: Mapping[str, Any],
         "worker_mode": mode,
         "worker_count": count,
         "worker_nthreads": nthreads if is_worker else 0,
+        # The GPU workers' RMM pool ("" for none) and whether CuPy allocates from RMM (auto: profiles.AUTO_POOL).
+        **dict(zip(("rmm_pool_size", "rmm_for_cupy"), profiles.rmm_pool(settings, own_image.WORKER_SETTING),
+                   strict=True)),
         # Each worker's HTTP server (/metrics, /health): one fixed port per worker, from dask_worker_http_port.
         "http_ports": [http_port + index for index in range(count)] if is_worker and http_port else [],
         "http_bind": "127.0.0.1",

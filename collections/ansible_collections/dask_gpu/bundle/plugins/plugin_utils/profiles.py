@@ -13,6 +13,27 @@ PROFILES: dict[str, frozenset[str]] = {
 }
 
 
+# The RMM pool each profile's GPU workers get with dask_worker_rmm_pool_size: auto (measured: docs/performance.md,
+# "RMM pool"). full: 0.8 of the GPU, and CuPy allocates from it too (it would get only the rest otherwise): the
+# seeds-like ETL on one GPU ran 1.10 x faster in 6 interleaved rounds on 2 x H200 (GPUs swapped halfway) and 1.11 x
+# in 4 on 4 x H100. lean: no pool (CuPy keeps its own allocator). polars: no pool (its engine makes its own memory
+# resource; a pool is refused there). cpu: no GPU.
+AUTO_POOL: dict[str, str] = {"full": "0.8"}
+
+
+def rmm_pool(settings: Mapping[str, Any], own_setting: str) -> tuple[str, bool]:
+    """(the RMM pool size a host's GPU workers get, "" for none; whether CuPy allocates through RMM), from
+    dask_worker_rmm_pool_size and dask_worker_rmm_for_cupy: auto follows the bundle's profile (your own images: no
+    pool)."""
+    size = str(settings.get("dask_worker_rmm_pool_size") or "")
+    for_cupy = settings.get("dask_worker_rmm_for_cupy") is True
+    if size != "auto":
+        return size, for_cupy
+    profile = "" if settings.get(own_setting) else str(settings.get("dask_image_profile"))
+    size = AUTO_POOL.get(profile, "")
+    return size, for_cupy or bool(size)
+
+
 def has(profile: Any, part: str) -> bool:
     """The profile's images carry `part` (cuda: dask-cuda and CUDA; ucx: distributed-ucxx; cudf: cuDF and
     dask-cudf; polars: cudf-polars, rapidsmpf and Polars)."""

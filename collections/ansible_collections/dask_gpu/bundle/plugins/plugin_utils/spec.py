@@ -254,8 +254,8 @@ def worker_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
         port_range=str(settings.get("dask_worker_port_range") or ""),
         tls=tls_files(cluster) if tls else None,
         device_memory_limit=str(settings["dask_worker_device_memory_limit"]),
-        rmm_pool_size=str(settings.get("dask_worker_rmm_pool_size") or ""),
-        rmm_for_cupy=bool(settings.get("dask_worker_rmm_for_cupy")), extra=settings.get("dask_worker_extra_args"),
+        rmm_pool_size=str(host.get("rmm_pool_size") or ""), rmm_for_cupy=bool(host.get("rmm_for_cupy")),
+        extra=settings.get("dask_worker_extra_args"),
         cudf_spill=bool(cluster.get("cudf_spill")),
         http_bind=http_bind)
     env = {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(tls),

@@ -79,10 +79,10 @@ def checks(inp: CheckInput) -> list[str]:
         problems.append(f"runs CPU workers, but {where}: DaskEngine runs a rank on every worker of the cluster, and "
                         "each rank needs a GPU. Move the host to dask_cuda_workers, or use dask_image_profile: full.")
     pool = inp.get("dask_worker_rmm_pool_size")
-    if pool:
+    if pool and pool != "auto":
         problems.append(f"dask_worker_rmm_pool_size ({show(pool)}) with {where}: the engine makes its own memory "
                         "resource on each worker, and a pool would hold the GPU's memory from it. Leave "
-                        "dask_worker_rmm_pool_size empty.")
+                        "dask_worker_rmm_pool_size auto (no pool with this profile) or empty.")
     flags = [arg for arg in inp.get("dask_worker_extra_args") or [] if str(arg).split("=")[0] in REFUSED_FLAGS]
     if flags:
         problems.append(f"dask_worker_extra_args ({', '.join(map(str, flags))}) with {where}: the engine makes its "
