@@ -71,12 +71,10 @@ class Rendered:
 
     @property
     def ports(self) -> list[tuple[str, str, int]]:
-        """Every fixed port the scheduler and workers bind, with its listener's protocol (wait_ports.py's endpoints;
-        0.0.0.0: UCX binds every address)."""
-        cluster, host = self.cluster, self.model["host"]
-        ports = [(cluster["client_protocol"], cluster["scheduler_port"]), ("ucx", cluster.get("scheduler_ucx_port")),
-                 ("http", cluster["dashboard_port"]), *(("http", port) for port in host.get("http_ports") or [])]
-        return [(protocol, "0.0.0.0", int(port)) for protocol, port in ports if port]  # noqa: S104 - a bind test
+        """Every fixed port the scheduler and workers bind, with its listener's protocol: the specs' wait_ports, which
+        the units' ExecStartPre waits for (wait_ports.py's endpoints)."""
+        return [WAIT_PORTS["endpoint"](text) for kind in ("scheduler", "worker")
+                for text in self.spec(kind).get("wait_ports") or []]
 
 
 def render(name: str, settings: dict[str, Any], out: Path) -> Rendered:

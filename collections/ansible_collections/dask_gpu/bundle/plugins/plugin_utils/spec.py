@@ -135,7 +135,14 @@ def _base(cluster: dict[str, Any], name: str, description: str, image: str) -> d
             "network": "host", "user": f"{cluster['uid']}:{cluster['gid']}", "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"], "read_only": False, "tmpfs": [], "shm_size": "",
             "ulimits": {}, "volumes": volumes, "gpus": "", "gpu_request": "", "stop_timeout": 10,
-            "after": [], "wants": []}
+            "after": [], "wants": [], "wait_ports": []}
+
+
+def wait_ports(ports: list[tuple[str, int | None]]) -> list[str]:
+    """The fixed ports a container's listeners bind, as roles/dask/files/wait_ports.py takes them (the unit's
+    ExecStartPre waits until each can be bound the way its listener binds it: a ucx:// port also out of TIME_WAIT).
+    0.0.0.0: a listener on any of the host's addresses holds the port; distributed-ucxx binds every address."""
+    return [f"{protocol}://0.0.0.0:{int(port)}" for protocol, port in ports if port]
 
 
 # Scheduler preload of dask_transport tls-ucx: the scheduler fetches results from UCX workers as host memory, so
@@ -173,7 +180,9 @@ def scheduler_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict
         env={"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(bool(cluster["tls"])), "CUPY_CACHE_DIR": "/tmp/cupy",
              "DASK_HEALTH_URL": cluster["scheduler_urls"]["health"], **ucx_env(cluster, host), **spill_env(cluster)},
         read_only=True, tmpfs=["/tmp"], stop_timeout=int(settings["dask_scheduler_stop_timeout"]),
-        ulimits=open_files(settings))
+        ulimits=open_files(settings),
+        wait_ports=wait_ports([(cluster.get("client_protocol") or cluster["protocol"], cluster["scheduler_port"]),
+                               ("ucx", cluster.get("scheduler_ucx_port")), ("http", cluster["dashboard_port"])]))
     return _with_frames_gpu(spec, cluster, host, settings)
 
 
@@ -266,7 +275,8 @@ def worker_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
         env["DASK_DISTRIBUTED__NANNY__PRELOAD"] = f'["{WORKER_PORTS_PRELOAD}"]'
 
     spec.update(env=env, shm_size=str(cluster["polars"]["shm_size"]),
-                stop_timeout=int(settings["dask_worker_stop_timeout"]), ulimits=open_files(settings))
+                stop_timeout=int(settings["dask_worker_stop_timeout"]), ulimits=open_files(settings),
+                wait_ports=wait_ports([("http", port) for port in host.get("http_ports") or []]))
     # Workers that speak UCX (tls-ucx) hold no TLS key: only the scheduler and clients use TLS.
     spec["volumes"] = [f"{cluster['paths']['data']}/worker:{local}"] + (spec["volumes"] if tls else [])
     if gpu:
