@@ -8,7 +8,6 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:?OUT}" phase="${PHASE:-all}"
 mkdir -p "$out"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # shellcheck source=tests/gpu/install-parts.sh
 . tests/gpu/install-parts.sh
 python3 -c 'import cudf, polars, cudf_polars, rapidsmpf, dask, dask_cuda, ucxx, ansible, yaml; print("cudf", cudf.__version__, "polars", polars.__version__, "cudf-polars", cudf_polars.__version__, "dask", dask.__version__, "dask-cuda", dask_cuda.__version__)' | tee "$out/versions-$phase.txt"

@@ -7,7 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:?OUT}" phase="${PHASE:?PHASE}"
 mkdir -p "$out"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # shellcheck source=tests/gpu/install-parts.sh
 . tests/gpu/install-parts.sh
 python3 -c 'import cudf, dask_cudf, dask, distributed, dask_cuda, numpy, ucxx, ansible, yaml, jinja2; print("cudf", cudf.__version__, "dask", dask.__version__, "dask-cuda", dask_cuda.__version__, "numpy", numpy.__version__, "ucxx", ucxx.__version__, "ansible-core", ansible.__version__ if hasattr(ansible, "__version__") else "?")' | tee "$out/versions-$phase.txt"

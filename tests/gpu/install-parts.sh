@@ -6,6 +6,8 @@
 # (.gpuparts/polars, checked against tests/gpu/results/polars-h200x4/polars-wheels.sha256). Installed once into
 # /tmp/site; a later call on the same warm machine reuses it. Then the carried numpy comes first (the machine's
 # numba-cuda calls np.row_stack, which its own numpy lacks) and this tree's verification client (python-env.sh).
+# Multi-GPU machines: no NVLink multicast (../shared/reference/gpu-docker.md).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 if [ ! -f /tmp/site/.installed ]; then
   sums="$PWD/tests/gpu/results/etl-h100/wheels.sha256"
   mkdir -p /var/tmp/parts
