@@ -98,17 +98,25 @@ def etl_argv(cpu: bool = False) -> list[str]:
             *(["--cpu"] if cpu else [])]
 
 
-def rendered_runs(ctx: Context, rendered: harness.Rendered, cpu: bool, only_queries: bool = False) -> None:
-    env = {**rendered.client_env, "DASK_SCHEDULER_ADDRESS": rendered.address}
+def start(ctx: Context, rendered: harness.Rendered) -> harness.Cluster | None:
+    """The rendered cluster started, and its start recorded (None, with the error recorded, when it did not)."""
     try:
         cluster = harness.Cluster(rendered, ctx.out / "logs").start()
     except RuntimeError as error:
         ctx.record({"run": f"start-{rendered.name}", "error": str(error)[-2000:]})
+        return None
+    ctx.record({"run": f"start-{rendered.name}", "registered_s": cluster.registered_s,
+                "ports_waited_s": cluster.ports_waited_s, "workers": rendered.workers,
+                "worker_argv": rendered.spec("worker")["argv"], "shm_size": rendered.spec("worker")["shm_size"]})
+    return cluster
+
+
+def rendered_runs(ctx: Context, rendered: harness.Rendered, cpu: bool, only_queries: bool = False) -> None:
+    env = {**rendered.client_env, "DASK_SCHEDULER_ADDRESS": rendered.address}
+    cluster = start(ctx, rendered)
+    if cluster is None:
         return
     try:
-        ctx.record({"run": f"start-{rendered.name}", "registered_s": cluster.registered_s,
-                    "ports_waited_s": cluster.ports_waited_s, "workers": rendered.workers,
-                    "worker_argv": rendered.spec("worker")["argv"], "shm_size": rendered.spec("worker")["shm_size"]})
         name = rendered.name
         if only_queries:
             client(ctx, env, f"{name}-queries-sf{ctx.scale:g}", bench_argv(ctx, cpu), 150)
@@ -125,10 +133,8 @@ def clients_runs(ctx: Context, rendered: harness.Rendered, cpu_scale: float) -> 
     """The bundle's own clients on the polars cluster: dask-gpu-verify as the verify unit runs it (its Polars check),
     dask-gpu-bench with --polars-scale (its Polars section), then CPU Polars at cpu_scale on the queries that missed
     10 x at scale 100."""
-    try:
-        cluster = harness.Cluster(rendered, ctx.out / "logs").start()
-    except RuntimeError as error:
-        ctx.record({"run": f"start-{rendered.name}", "error": str(error)[-2000:]})
+    cluster = start(ctx, rendered)
+    if cluster is None:
         return
     try:
         for name, argv, need in (

@@ -336,8 +336,8 @@ def run(client: Any, args: argparse.Namespace) -> dict[str, Any]:
     if args.etl_rows > 0:
         report["etl"] = etl_section(client, args, registered, chosen)
     if args.polars_scale > 0:
-        report["polars"] = gpu_polars.benchmark(client, args.polars_scale, "all", max(1, args.runs - 1),
-                                                args.polars_folder, cpu_passes=1, setting="--polars-scale")
+        report["polars"] = gpu_polars.benchmark(client, args.polars_scale, "all", args.runs, args.polars_folder,
+                                                cpu_passes=1, setting="--polars-scale")
     return report
 
 

@@ -181,7 +181,7 @@ def scheduler_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict
              "DASK_HEALTH_URL": cluster["scheduler_urls"]["health"], **ucx_env(cluster, host), **spill_env(cluster)},
         read_only=True, tmpfs=["/tmp"], stop_timeout=int(settings["dask_scheduler_stop_timeout"]),
         ulimits=open_files(settings),
-        wait_ports=wait_ports([(cluster.get("client_protocol") or cluster["protocol"], cluster["scheduler_port"]),
+        wait_ports=wait_ports([(cluster["client_protocol"], cluster["scheduler_port"]),
                                ("ucx", cluster.get("scheduler_ucx_port")), ("http", cluster["dashboard_port"])]))
     return _with_frames_gpu(spec, cluster, host, settings)
 

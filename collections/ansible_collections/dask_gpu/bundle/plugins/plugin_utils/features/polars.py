@@ -78,8 +78,8 @@ def checks(inp: CheckInput) -> list[str]:
     if inp.model.get("worker_mode") != "gpu":
         problems.append(f"runs CPU workers, but {where}: DaskEngine runs a rank on every worker of the cluster, and "
                         "each rank needs a GPU. Move the host to dask_cuda_workers, or use dask_image_profile: full.")
-    pool = inp.get("dask_worker_rmm_pool_size")
-    if pool and pool != "auto":
+    pool = inp.model.get("rmm_pool_size")  # resolved once (profiles.rmm_pool): auto is none with this profile
+    if pool:
         problems.append(f"dask_worker_rmm_pool_size ({show(pool)}) with {where}: the engine makes its own memory "
                         "resource on each worker, and a pool would hold the GPU's memory from it. Leave "
                         "dask_worker_rmm_pool_size auto (no pool with this profile) or empty.")
