@@ -9,7 +9,8 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.gpus import select
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import identity
 
 CLUSTER: dict[str, Any] = {
-    "name": "c", "protocol": "tls", "client_protocol": "tls", "tls": True, "scheduler_address": "tls://10.0.0.1:8786", "scheduler_port": 8786,
+    "name": "c", "protocol": "tls", "client_protocol": "tls", "tls": True, "scheduler_address": "tls://10.0.0.1:8786",
+    "scheduler_port": 8786,
     "worker_scheduler_address": "tls://10.0.0.1:8786", "scheduler_ucx_port": None, "transport": "tls",
     "dashboard_port": 8787, "dashboard_bind": "127.0.0.1", "expected_workers": 3, "expected_gpus": 2,
     "workers_per_host": {"g1": 2, "c1": 1}, "cpu_hosts": ["c1"], "uid": 10001, "gid": 10001,
