@@ -55,7 +55,7 @@ LABELS = {
 # Stages that should be in every complete log, in the table's order (a row says "missing" when one is not).
 EXPECTED_TOP = ("apt", "venv", "docker", "base-images", "image:*", "browser", "sandbox")
 # scripts/sandbox.sh test: `molecule destroy` (a clean slate), then `molecule test`: destroy, create, ..., destroy.
-EXPECTED_MOLECULE = ("destroy", "destroy#2", "create", "prepare", "converge", "idempotence", "verify", "side_effect",
+EXPECTED_MOLECULE = ("destroy", "destroy#2", "create", "prepare", "converge", "verify", "idempotence", "side_effect",
                      "verify#2", "destroy#3")
 EXPECTED_AFTER = ("wait:lint-pytest", "lint", "pytest")
 

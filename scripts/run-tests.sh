@@ -82,7 +82,7 @@ SIDE="$side" setsid bash -c '
 side_pid=$!
 trap 'kill -- -"$side_pid" 2>/dev/null || true' EXIT
 
-step "sandbox: molecule (create, converge with site.yml, idempotence, verify + testinfra, suites, destroy)"
+step "sandbox: molecule (create, converge with site.yml, verify + testinfra, idempotence, suites, destroy)"
 # Each line is shown and kept in $side/sandbox.log for the time guard; molecule's actions are timed here, from their
 # `[default > ACTION] Executing` line to their `Executed:` one (molecule:ACTION, molecule:ACTION#2 for a second run;
 # the ones molecule skips as missing are not), and the set-up before molecule's first line as sandbox:setup.

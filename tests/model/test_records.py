@@ -198,3 +198,43 @@ def test_a_notebook_port_that_clashes_is_refused_on_its_host_and_against_another
                for line in found), found
     assert problems("s1", with_record(theirs), dask_cluster_name="blue", dask_notebook_enabled=True,
                     dask_scheduler_port=9786, dask_dashboard_port=9787, dask_notebook_port=9888) == []
+
+
+def ca_pem(common_name: str) -> str:
+    """A self-signed CA certificate with that common name, as the controller folder's tls/ca.crt holds one."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now)
+            .not_valid_after(now + datetime.timedelta(days=1)).sign(key, hashes.SHA256()))
+    return cert.public_bytes(serialization.Encoding.PEM).decode()
+
+
+@pytest.mark.parametrize(("found", "cluster", "refused"), [
+    ("dask Dask CA", "blue", "holds the CA of cluster dask"),  # docs/clusters.md's way on an inventory that sets it
+    ("blue Dask CA", "dask", "holds the CA of cluster blue"),
+    ("team CA", "blue", "holds the CA of cluster team CA"),  # a CA the bundle did not name
+    ("blue Dask CA", "blue", ""),  # its own folder: every rerun
+    ("", "blue", ""),  # a first run: no CA yet
+])
+def test_a_controller_folder_holding_another_clusters_ca_is_refused_naming_both(found: str, cluster: str,
+                                                                              refused: str) -> None:
+    values = {"dask_cluster_name": cluster}
+    found_problems = checks.problems({"host": "s1", "settings": raw(**values), "specs": specs(), "groups": GROUPS,
+                                      "facts": FACTS, "gpus": {}, "set": sorted(values),
+                                      "pins": ["rapids-26.10-cuda13.txt"], "inventory_checks": True,
+                                      "controller_ca": ca_pem(found) if found else ""})
+    mine = [problem for problem in found_problems if "dask_controller_dir" in problem]
+    if not refused:
+        assert mine == [], mine
+        return
+    assert len(mine) == 1 and refused in mine[0] and f"cluster {cluster} needs a controller folder" in mine[0], mine
+    assert mine[0].startswith("inventory: dask_controller_dir (/ctl) holds"), mine

@@ -64,7 +64,12 @@ def unit_starts(unit: str) -> dict[str, str]:
 
 
 def test_a_second_cluster_that_claims_what_the_first_holds_is_refused_before_anything_changes() -> None:
-    run = blue("playbooks/check.yml", extra={"dask_scheduler_port": 8786, "dask_worker_http_port": 8790})
+    # As docs/clusters.md says to make one, on the sandbox's inventory, which sets dask_controller_dir: blue would
+    # take dask's controller folder (its CA, certificates, token and client bundle) and its ports.
+    controller = str(live.ephemeral_dir() / "artifacts")
+    bundle = (live.ephemeral_dir() / "artifacts" / "client" / "env.sh").read_text()
+    run = blue("playbooks/check.yml", extra={"dask_scheduler_port": 8786, "dask_worker_http_port": 8790,
+                                            "dask_controller_dir": controller})
     # Under molecule (the side effect) Ansible writes failures to stderr (its ansible.cfg: display_failed_stderr).
     text = run.stdout + "\n" + run.stderr
     output = " ".join(text.split())
@@ -75,11 +80,13 @@ def test_a_second_cluster_that_claims_what_the_first_holds_is_refused_before_any
     for claim in ("dask_scheduler_port (8786) of cluster blue is also dask_scheduler_port (8786) of cluster dask",
                   "dask_worker_http_port (8790) of cluster blue is also dask_worker_http_port (8790) of cluster dask"):
         assert mentions(output, claim), refusal[-4000:]
+    assert mentions(output, f"dask_controller_dir ({controller}) holds the CA of cluster dask"), refusal[-4000:]
+    assert (live.ephemeral_dir() / "artifacts" / "client" / "env.sh").read_text() == bundle
     for host in HOSTS:
         assert live.on_host(host, "test", "-e", "/etc/ansible/facts.d/dask_cluster_blue.fact",
                             check=False).returncode == 1
     print("[clusters] refused: " + "; ".join(line.strip(" '\",-") for line in text.splitlines()
-                                            if "of cluster blue is also" in line)[:600])
+                                            if "of cluster blue is also" in line or "holds the CA" in line)[:900])
 
 
 # The ephemeral job: it computes on blue, says so with a file in its work folder, and holds until released.

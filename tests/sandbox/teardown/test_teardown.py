@@ -39,6 +39,10 @@ def torn_down() -> float:
 def test_the_host_is_clean_of_the_cluster(torn_down: float, host: str) -> None:
     units = live.on_host(host, "systemctl", "list-unit-files", "--no-legend", "dask-*", check=False).stdout.strip()
     assert units == "", units
+    # No unit left behind in failure either (listed as not-found failed once its file is gone).
+    failed = live.on_host(host, "systemctl", "list-units", "--failed", "--all", "--no-legend", "--plain",
+                          check=False).stdout.strip()
+    assert "dask" not in failed, f"{host}: {failed}"
     containers = live.on_host(host, "docker", "ps", "-a", "--format", "{{.Names}}").stdout.split()
     assert not [name for name in containers if name.startswith("dask-")], containers
     registry = f"{live.address(live.SCHEDULER)}:5000"  # the cluster's registry (cluster-registry distribution)

@@ -21,12 +21,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import model as cluster_model
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import pki, records
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import ports as port_plan
-from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import records
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import settings as typing
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import WORKER_GROUPS, CheckInput, group
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import FEATURES
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.gpus import known_names
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import ca_cluster
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.options import (
     SpecError,
     as_bool,
@@ -86,6 +87,8 @@ class Checker:
         self.facts = _mapping(context.get("facts"))
         self.gpus = _mapping(context.get("gpus"))
         self.pins = [str(name) for name in _sequence(context.get("pins"))]
+        # The CA already in the controller folder (its PEM; "" when there is none yet).
+        self.controller_ca = str(context.get("controller_ca") or "")
         self.inventory_checks = as_bool(context.get("inventory_checks")) is True
         # False in the inventory-only check (plugin_utils/inventory_check.py): no GPU was probed, so none is judged.
         self.facts_read = as_bool(context.get("facts_read", True)) is not False
@@ -245,6 +248,7 @@ class Checker:
             self.inventory(f"group dask_monitoring ({', '.join(monitoring)}) must hold one host of the cluster "
                            "(the scheduler or a worker host), where Prometheus runs; leave it out for the scheduler "
                            "host")
+        self.check_controller_folder()
         release, major = self.get("dask_rapids_release"), self.get("dask_cuda_major")
         if release is not None and major is not None:
             pins = f"rapids-{release}-cuda{major}.txt"
@@ -252,6 +256,18 @@ class Checker:
                 self.inventory(f"dask_rapids_release={release} with dask_cuda_major={major}: no pins file "
                                f"images/pins/{pins}; RAPIDS publishes no wheel set for it here (make one with "
                                "scripts/pin-versions.py)")
+
+    def check_controller_folder(self) -> None:
+        """A controller folder is its CA's cluster's: another cluster would take its CA, certificates, notebook
+        token and client bundle (and overwrite the bundle)."""
+        found, own = pki.common_name(self.controller_ca), str(self.cluster.get("ca_name") or "")
+        if found and own and found != own:
+            folder = _mapping(self.cluster.get("paths")).get("controller", "")
+            self.inventory(f"dask_controller_dir ({folder}) holds the CA of cluster {ca_cluster(found)} "
+                           f"({folder}/tls/ca.crt, {found!r}), its certificates, notebook token and client bundle; "
+                           f"cluster {self.cluster.get('name')} needs a controller folder of its own: leave "
+                           "dask_controller_dir unset for it (INVENTORY_DIR/artifacts/NAME) or give it another "
+                           "folder")
 
     # -- 5. this host's facts
     def interfaces(self) -> list[str]:

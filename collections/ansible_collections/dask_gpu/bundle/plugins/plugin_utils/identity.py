@@ -9,6 +9,9 @@ import re
 from typing import Any
 
 DEFAULT_NAME = "dask"
+# The cluster's CA is named after it ("NAME Dask CA", its certificate's common name since the first release): the
+# controller folder that holds it is that cluster's.
+CA_SUFFIX = " Dask CA"
 
 
 def prefix(name: str) -> str:
@@ -33,6 +36,7 @@ def identity(name: str) -> dict[str, Any]:
         "firewall_table": f"{_token(base)}_firewall",
         # The cluster's record on each host: /etc/ansible/facts.d/RECORD.fact, read as ansible_local.RECORD.
         "record": f"dask_cluster_{_token(name)}",
+        "ca_name": f"{name}{CA_SUFFIX}",
         "config_dir": f"/etc/{base}",
         "data_dir": f"/var/lib/{base}",
     }
@@ -43,3 +47,8 @@ def cluster_paths(settings: dict[str, Any] | Any) -> dict[str, str]:
     ident = identity(str(settings.get("dask_cluster_name") or DEFAULT_NAME))
     return {"config": str(settings.get("dask_config_dir") or ident["config_dir"]),
             "data": str(settings.get("dask_data_dir") or ident["data_dir"])}
+
+
+def ca_cluster(common_name: str) -> str:
+    """The cluster a CA was made for, from its common name (the name itself where it is not one of the bundle's)."""
+    return common_name[: -len(CA_SUFFIX)] if common_name.endswith(CA_SUFFIX) else common_name
