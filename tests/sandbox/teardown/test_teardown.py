@@ -59,6 +59,11 @@ def test_the_host_is_clean_of_the_cluster(torn_down: float, host: str) -> None:
         assert live.on_host(host, "test", "-e", path, check=False).returncode == 1, f"{host}: {path} is still there"
     registry_state = live.on_host(host, "systemctl", "is-active", "docker-registry", check=False).stdout.strip()
     assert registry_state != "active", f"{host}: the cluster's registry still runs"
+    # The monitoring packages stay (dask_teardown_monitoring is false) but stop: node exporter listened on the
+    # cluster address, which no firewall table guards any more.
+    for service in ("prometheus-node-exporter", "prometheus"):
+        state = live.on_host(host, "systemctl", "is-active", service, check=False).stdout.strip()
+        assert state != "active", f"{host}: {service} still runs after teardown"
     tables = live.on_host(host, "nft", "list", "tables").stdout
     assert "dask_firewall" not in tables, tables
 
