@@ -3,10 +3,11 @@
 
 {"nvidia_smi": bool, "count": int, "driver_version": str|null, "driver_major": int|null,
  "gpus": [{"index", "uuid", "name", "memory_mib", "compute_capability", "mig": [uuid, ...]}], "error": str|null,
- "topology": see topology(), "vcpus": int}
+ "topology": see topology(), "vcpus": int, "memory_bytes": int|null}
 
 `vcpus` is the host's CPUs online (os.cpu_count()): a CPU worker's default threads. Ansible's hardware facts count
-/proc/cpuinfo instead (processor_vcpus), which can differ with CPUs offline or under lxcfs.
+/proc/cpuinfo instead (processor_vcpus), which can differ with CPUs offline or under lxcfs. `memory_bytes` is the
+host's memory (MemTotal of /proc/meminfo), against which the checks hold the workers' memory limits and /dev/shm.
 It is read here so that the checks need not gather the hardware facts, whose size (every CPU, disk and mount) every
 later task of a run pays for on the controller (docs/fleets.md).
 
@@ -85,9 +86,19 @@ def topology(text: object) -> dict[str, object]:
             "all_pairs_nvlink": bool(links) and len(pairs) == len(links)}
 
 
+def memory_bytes(meminfo: str = "/proc/meminfo") -> int | None:
+    """The host's memory (MemTotal), None where it cannot be read."""
+    with contextlib.suppress(OSError, ValueError), open(meminfo, encoding="ascii") as lines:
+        for line in lines:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
 def gpus(command: str = "nvidia-smi", with_topology: bool = True) -> dict[str, object]:
     found: dict[str, object] = {"nvidia_smi": False, "count": 0, "driver_version": None, "driver_major": None,
-                                "gpus": [], "error": None, "vcpus": os.cpu_count() or 1}
+                                "gpus": [], "error": None, "vcpus": os.cpu_count() or 1,
+                                "memory_bytes": memory_bytes()}
     if with_topology:
         found["topology"] = empty_topology()
     smi = shutil.which(command)

@@ -192,8 +192,56 @@ class Checker:
                      "into a partition per few rows (a bare number is bytes). Use a size like 1GiB, a fraction like "
                      "0.01, or auto")
         self.check_extra_args()
+        self.check_lifetimes()
+        self.check_docker_daemon()
+
+    def check_lifetimes(self) -> None:
+        """Certificate lifetimes and the renewal window must both hold."""
+        ca_days, cert_days = self.get("dask_tls_ca_valid_days"), self.get("dask_tls_cert_valid_days")
+        renew = self.get("dask_tls_renew_days")
+        if cert_days is not None and renew is not None and renew >= cert_days:
+            self.add(f"dask_tls_renew_days ({renew}) is not below dask_tls_cert_valid_days ({cert_days}): every run "
+                     "would renew every certificate and restart every service. Renew a few weeks before expiry "
+                     "(default 30 of 825 days)")
+        if ca_days is not None and cert_days is not None and cert_days > ca_days:
+            self.add(f"dask_tls_cert_valid_days ({cert_days}) is above dask_tls_ca_valid_days ({ca_days}): "
+                     "certificates would outlive the CA that signs them and stop verifying when it expires. Keep "
+                     "certificates shorter than the CA (default 825 and 3650 days)")
+
+    def check_docker_daemon(self) -> None:
+        """Docker's own settings (merged into daemon.json) must not open the host to everyone."""
+        config = self.get("docker_engine_daemon_config")
+        if not isinstance(config, Mapping):
+            return
+        hosts = [str(host) for host in _sequence(config.get("hosts"))]
+        remote = [host for host in hosts if not host.startswith(("unix://", "fd://"))]
+        if remote and config.get("tlsverify") is not True:
+            self.add(f"docker_engine_daemon_config hosts ({', '.join(hosts)}) makes Docker's API listen on "
+                     f"{', '.join(remote)} without tlsverify: whoever reaches it is root on this host. Keep Docker "
+                     "on its socket (the bundle needs nothing more), or set tlsverify with tlscacert, tlscert and "
+                     "tlskey")
+        for registry in (str(item) for item in _sequence(config.get("insecure-registries"))):
+            try:
+                everyone = ipaddress.ip_network(registry, strict=False).prefixlen == 0
+            except ValueError:
+                everyone = False
+            if everyone:
+                self.add(f"docker_engine_daemon_config insecure-registries holds {registry}: every registry would "
+                         "be reached without TLS verification (anyone on the path can swap the images). Name the "
+                         "registries that need it")
 
     def check_extra_args(self) -> None:
+        """Each extra argument is one argument: an option name with a space in it ("--nthreads 4") is two."""
+        for name in ("dask_scheduler_extra_args", "dask_worker_extra_args"):
+            for arg in (str(item) for item in _sequence(self.get(name))):
+                option = arg.split("=", 1)[0]
+                if option.startswith("-") and option.split() != [option]:
+                    words = ", ".join(f"'{word}'" for word in arg.split())
+                    self.add(f"{name} entry {arg!r} is one argument with a space in its option name; give each "
+                             f"word an entry of its own ([{words}]) or write it --option=value")
+        self.check_managed_args()
+
+    def check_managed_args(self) -> None:
         """Extra arguments may not set again what the bundle manages (transport, TLS, addresses, ports, folders)."""
         if self.get("dask_extra_args_override_ack") is True:
             return
@@ -249,6 +297,11 @@ class Checker:
                            "(the scheduler or a worker host), where Prometheus runs; leave it out for the scheduler "
                            "host")
         self.check_controller_folder()
+        retired = [str(host) for host in _sequence(self.cluster.get("retired_hosts"))]
+        if retired and not _sequence(self.cluster.get("worker_hosts")):
+            self.inventory(f"dask_host_state=retired on every worker host ({', '.join(retired)}): their workers' "
+                           "data would have nowhere to go and the cluster no worker. Retire fewer hosts at once, "
+                           "or tear the cluster down (playbooks/teardown.yml)")
         release, major = self.get("dask_rapids_release"), self.get("dask_cuda_major")
         if release is not None and major is not None:
             pins = f"rapids-{release}-cuda{major}.txt"
@@ -313,6 +366,26 @@ class Checker:
                 and not ipaddress.IPv4Address(bind).is_loopback and bind not in self.host_addresses():
             self.add(f"dask_dashboard_bind ({show(bind)}) is not 127.0.0.1, 0.0.0.0 or an IPv4 address of this host "
                      f"(its addresses: {', '.join(self.host_addresses()) or 'none'})")
+
+    def check_host_memory(self) -> None:
+        """The workers' memory limits and /dev/shm (a tmpfs in the host's memory) fit the host (the probe's
+        MemTotal)."""
+        memory = as_int(self.gpus.get("memory_bytes"))
+        count = int(self.model.get("worker_count") or 0)
+        if not memory or not count:
+            return
+        have = f"{memory / 2 ** 30:.1f} GiB"
+        limit = self.get("dask_worker_memory_limit")
+        parsed = parse_size(limit) if limit and limit != "auto" else None
+        if parsed and parsed[0] == "bytes" and parsed[1] * count > memory:
+            self.add(f"dask_worker_memory_limit ({show(limit)}) for each of its {count} worker(s) is more than the "
+                     f"host's memory ({have}): workers would be killed by the kernel, not paused by Dask. Use a "
+                     "smaller size or auto (the host's memory shared by its workers)")
+        shm = self.get("dask_worker_shm_size")
+        parsed = parse_size(shm) if shm and shm != "auto" else None
+        if parsed and parsed[0] == "bytes" and parsed[1] > memory:
+            self.add(f"dask_worker_shm_size ({show(shm)}) is more than the host's memory ({have}): /dev/shm is "
+                     "held in memory. Use a smaller size")
 
     def check_gpus(self) -> None:
         if self.is_cuda and not self.gpu_mode:
@@ -401,6 +474,8 @@ class Checker:
         self.check_addresses()
         if (self.is_worker or self.is_cuda) and self.facts_read:
             self.check_gpus()
+        if self.is_worker and self.facts_read:
+            self.check_host_memory()
         self.check_other_clusters()
         self.check_features()
         return self.problems
