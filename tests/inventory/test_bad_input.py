@@ -126,6 +126,8 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]] = [
      ["holds 0.0.0.0/0, which is everyone"]),
     ("two arguments in one", with_var("dask_cpu_workers", "c1", dask_worker_extra_args=["--nthreads 4"]), None,
      ["host c1: dask_worker_extra_args entry", "--nthreads 4", "is one argument with a space"]),
+    ("cluster-wide setting given to one host", with_var("dask_cpu_workers", "c1", dask_scheduler_port="9999"), None,
+     ["host c1: dask_scheduler_port (9999) differs from the cluster's (8786, as the scheduler host s1 has it)"]),
     ("every worker host retired", with_var("dask_cpu_workers", "c1", dask_host_state="retired"), None,
      ["dask_host_state=retired on every worker host (c1)"]),
     ("own image with packages for the bundle's build", GOOD,

@@ -32,6 +32,7 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.options import (
     SpecError,
     as_bool,
     as_int,
+    cluster_scoped,
     option_constraint,
     parse_size,
     port_range,
@@ -89,6 +90,9 @@ class Checker:
         self.pins = [str(name) for name in _sequence(context.get("pins"))]
         # The CA already in the controller folder (its PEM; "" when there is none yet).
         self.controller_ca = str(context.get("controller_ca") or "")
+        # The scheduler host's typed settings, against which cluster-wide options are held (absent: no comparison).
+        self.reference_host = str(context.get("reference_host") or "")
+        self.reference = _mapping(context.get("reference_settings"))
         self.inventory_checks = as_bool(context.get("inventory_checks")) is True
         # False in the inventory-only check (plugin_utils/inventory_check.py): no GPU was probed, so none is judged.
         self.facts_read = as_bool(context.get("facts_read", True)) is not False
@@ -159,6 +163,22 @@ class Checker:
                      for name in unknown for close in [difflib.get_close_matches(name, sorted(known), n=1)]]
             self.add(f"unknown variable(s) {'; '.join(hints)}; known ones are listed in the README "
                      "(Inventory variables). Misspelt?")
+
+    def check_scope(self) -> None:
+        """A cluster-wide option (Scope: cluster) is read from the scheduler host: another value on this host would
+        be ignored, so it is refused."""
+        if not self.reference or self.reference_host in ("", self.host):
+            return
+        for options in self.specs.values():
+            for name, spec in options.items():
+                if name in self.refused or not isinstance(spec, Mapping) or not cluster_scoped(spec):
+                    continue
+                mine, theirs = self.settings.get(name), self.reference.get(name)
+                if mine != theirs:
+                    self.add(f"{name} ({show(mine)}) differs from the cluster's ({show(theirs)}, as the scheduler "
+                             f"host {self.reference_host} has it): a cluster-wide setting is read from the "
+                             "scheduler host, so this host's value would be ignored. Set it for every host "
+                             "(group_vars/all) or leave it out of this host's variables")
 
     # -- 2. settings that must agree
     def check_rules(self) -> None:
@@ -468,6 +488,7 @@ class Checker:
 
     def run(self) -> list[str]:
         self.check_options()
+        self.check_scope()
         self.check_rules()
         self.check_ports()
         self.check_inventory()
@@ -499,6 +520,16 @@ def hosts_problems(hosts: list[str], hostvars: Mapping[str, Any], common: Mappin
     which grows with the host count, once instead of once per host."""
     given, names = _mapping(common.get("given")), _mapping(common.get("given_names"))
     shared = {key: value for key, value in common.items() if key not in ("given", "given_names")}
+    # The scheduler host (as the cluster model takes it; the first host where it is not in this play), whose values
+    # of the cluster-wide options every host must have.
+    schedulers = _sequence(_mapping(common.get("groups")).get("dask_scheduler"))
+    reference = str(schedulers[0]) if schedulers and str(schedulers[0]) in hosts else (hosts[0] if hosts else "")
+    if reference:
+        all_hosts = [str(host) for host in _sequence(_mapping(common.get("groups")).get("all"))]
+        shared["reference_host"] = reference
+        shared["reference_settings"] = typing.typed(
+            typing.resolve(_mapping(given.get(reference)), _mapping(common.get("specs"))),
+            _mapping(common.get("specs")), all_hosts).settings
     found: list[str] = []
     for index, host in enumerate(hosts):
         values = hostvars[host]

@@ -6,6 +6,7 @@ option's ``description`` is a list: its first item is the meaning, and one item 
 (options with ``choices`` may leave it out; the choices are the constraint). The grammar::
 
     ALLOWED    := "Allowed: " CONSTRAINT [", or empty"] [" (list)"]
+    SCOPE      := "Scope: cluster"                   a cluster-wide option (cluster_scoped below)
     CONSTRAINT := "any"                              no constraint beyond the option's type (free-form)
                 | "true or false"                    a boolean (the type says it all)
                 | "integer " LOW "-" HIGH            an integer in LOW..HIGH (inclusive)
@@ -49,6 +50,9 @@ from urllib.parse import urlsplit
 from ansible_collections.dask_gpu.bundle.plugins.module_utils import paths
 
 ALLOWED_PREFIX = "Allowed:"
+# A description item marking a cluster-wide option: the cluster reads it from the scheduler host, and every host
+# must agree with that value (the checks refuse one that differs, rather than ignore it).
+SCOPE_CLUSTER = "Scope: cluster"
 EMPTY_SUFFIX = ", or empty"
 LIST_SUFFIX = " (list)"
 
@@ -230,6 +234,12 @@ def allowed_text(spec: Mapping[str, Any]) -> str | None:
     if len(found) > 1:
         raise SpecError("has more than one 'Allowed:' item")
     return found[0] if found else None
+
+
+def cluster_scoped(spec: Mapping[str, Any]) -> bool:
+    """Whether an option is cluster-wide (its description has the 'Scope: cluster' item)."""
+    description = spec.get("description")
+    return SCOPE_CLUSTER in (description if isinstance(description, list) else [description])
 
 
 def meaning(spec: Mapping[str, Any]) -> str:
