@@ -25,6 +25,15 @@ def test_a_count_and_a_share_of_the_worker_hosts() -> None:
     assert rolling.batches(["g000"], fleet(3), {"dask_worker_rolling_batch": "10%"}) == [["g000"]]
 
 
+def test_a_batch_never_takes_every_worker_host() -> None:
+    """Their workers' data must have other workers to go to: 100 % (or more hosts than there are) leaves one out."""
+    cluster = fleet(3)
+    for setting in ("100%", "3", "50"):
+        cut = rolling.batches(cluster["worker_hosts"], cluster, {"dask_worker_rolling_batch": setting})
+        assert [len(batch) for batch in cut] == [2, 1], (setting, cut)
+    assert rolling.batches(["g000"], fleet(1), {"dask_worker_rolling_batch": "100%"}) == [["g000"]]
+
+
 def test_a_cap_of_gpus_out_at_once() -> None:
     cluster = fleet(10)
     cut = rolling.batches(cluster["worker_hosts"], cluster, {"dask_worker_rolling_batch": "50%",

@@ -19,10 +19,12 @@ DEFAULT_BATCH_SECONDS = 60.0
 
 
 def batch_size(setting: Any, worker_hosts: int) -> int:
+    """Hosts per batch: never every worker host of a cluster that has more than one, so that the batch's workers
+    always have others to hand their data to (a batch of 100 % or of more hosts than the cluster has would retire
+    them all at once, their data nowhere to go)."""
     text = str(setting).strip()
-    if text.endswith("%"):
-        return max(1, math.ceil(worker_hosts * int(text[:-1]) / 100))
-    return max(1, int(text))
+    size = math.ceil(worker_hosts * int(text[:-1]) / 100) if text.endswith("%") else int(text)
+    return max(1, min(size, worker_hosts - 1))
 
 
 def batches(pending: Sequence[str], cluster: Mapping[str, Any], settings: Mapping[str, Any]) -> list[list[str]]:
