@@ -236,3 +236,20 @@ GPU_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]] = 
 def test_bad_gpu_input_is_rejected(tmp_path: Path, groups: dict[str, Any], all_vars: dict[str, Any] | None,
                                    expected: list[str]) -> None:
     test_bad_input_is_rejected_with_a_clear_message(tmp_path, groups, all_vars, expected)
+
+
+@pytest.mark.parametrize("tags", [["--skip-tags", "always"], ["--tags", "images", "--skip-tags", "always"],
+                                  ["--skip-tags", "docker,always"]],
+                         ids=["skip always", "one tag, skip always", "skip a tag and always"])
+def test_a_run_that_skips_the_checks_is_refused(tmp_path: Path, tags: list[str]) -> None:
+    """check.yml, which site.yml runs first (run here instead of site.yml: a guard that failed would not leave this
+    machine to site.yml's other plays)."""
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(inventory(GOOD)))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    result = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(path),
+                             str(ROOT / "playbooks" / "check.yml"), *tags], capture_output=True, text=True, cwd=ROOT,
+                            env=env, timeout=300)
+    output = re.sub(r"\s+", " ", result.stdout + result.stderr)
+    assert result.returncode != 0 and "--skip-tags always would skip the checks" in output, output[-3000:]
+    assert "PLAY [Inventory, variables and host facts are checked" not in output, output[-3000:]
