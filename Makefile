@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 COMPOSE_CPU := docker compose -f compose.yaml -f compose.cpu.yaml
 
-.PHONY: help setup up down test lint images venv compose-up compose-down readme-vars
+.PHONY: help setup up down test check lint images venv compose-up compose-down readme-vars
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -23,6 +23,10 @@ test: venv ## the whole test suite (what CI runs)
 lint: venv ## yamllint, ansible-lint (production), ruff, mypy
 	bash scripts/lint.sh
 
+check: venv ## before a commit: lint and the fast tests (the model, the checks, the modules; no Docker, no sandbox)
+	bash scripts/lint.sh
+	.venv/bin/python -m pytest -q -n 2 -p no:cacheprovider tests/unit tests/model
+
 images: ## build the scheduler and worker images with the settings in .env
 	bash scripts/setup-docker.sh && bash scripts/base-images.sh && bash scripts/build-images.sh
 
@@ -32,7 +36,7 @@ compose-up: ## single host: build, start the compose stack (GPU, or CPU without 
 compose-down: ## stop the compose stack, remove its containers, network and volumes
 	$(COMPOSE_CPU) --profile verify down -v --remove-orphans
 
-readme-vars: venv ## regenerate the README's variable tables from the roles' argument specs
+readme-vars: venv ## regenerate docs/variables.md's tables from the roles' argument specs
 	.venv/bin/python scripts/readme-vars.py
 
 venv: ## .venv from the pinned requirements.txt

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Write the README's inventory-variable tables from every role's meta/argument_specs.yml: each variable's type,
-default, allowed values (its choices, or its description's "Allowed:" item) and meaning.
+"""Write the inventory-variable tables of docs/variables.md from every role's meta/argument_specs.yml: each
+variable's type, default, allowed values (its choices, or its description's "Allowed:" item) and meaning.
 
-    scripts/readme-vars.py           rewrite the part of README.md between the VARIABLES markers
-    scripts/readme-vars.py --check   exit 1 if the README differs from the specs (CI runs this)
+    scripts/readme-vars.py           rewrite the part of docs/variables.md between the VARIABLES markers
+    scripts/readme-vars.py --check   exit 1 if docs/variables.md differs from the specs (CI runs this)
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-README = ROOT / "README.md"
+README = ROOT / "docs" / "variables.md"
 BEGIN, END = "<!-- BEGIN VARIABLES (scripts/readme-vars.py) -->", "<!-- END VARIABLES -->"
 ORDER = ["dask", "dask_worker", "dask_scheduler", "dask_tls", "dask_firewall", "dask_images", "docker_engine",
          "nvidia_container_toolkit", "gpu_facts"]
@@ -69,21 +69,21 @@ def tables() -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="fail if README.md is out of date")
+    parser.add_argument("--check", action="store_true", help="fail if docs/variables.md is out of date")
     args = parser.parse_args()
     text = README.read_text()
     if BEGIN not in text or END not in text:
-        print(f"README.md lacks the markers {BEGIN} ... {END}", file=sys.stderr)
+        print(f"docs/variables.md lacks the markers {BEGIN} ... {END}", file=sys.stderr)
         return 1
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     updated = f"{head}{BEGIN}\n{tables()}{END}{tail}"
     if args.check:
         if updated != text:
-            print("README.md's variable tables differ from roles/*/meta/argument_specs.yml: "
+            print("docs/variables.md's variable tables differ from roles/*/meta/argument_specs.yml: "
                   "run scripts/readme-vars.py", file=sys.stderr)
             return 1
-        print("README.md variable tables match the argument specs")
+        print("docs/variables.md's variable tables match the argument specs")
         return 0
     README.write_text(updated)
     return 0

@@ -20,7 +20,7 @@
 #     service, report copied out of the container), the scheduler's published port from the host, then
 #     `--profile verify down -v --remove-orphans` (what `make compose-down` runs):
 #       as-asked   docker compose -f compose.yaml -f compose.cdi.yaml      (the two files together)
-#       cdi        docker compose -f compose.cdi.yaml                      (compose.cdi.yaml's own header and the README)
+#       cdi        docker compose -f compose.cdi.yaml                      (compose.cdi.yaml's own header and docs/compose.md)
 #       fixed      docker compose -f compose.yaml -f <compose.cdi.yaml with `devices: !override`>   (FIX_CHECK=1)
 #  5. dockerd is stopped; $OUT gets summary.md, verify.json (the cdi cycle's report) and logs.tar.xz.
 #   OUT=/tmp/out [CUDA_MAJOR=13] [CYCLES="as-asked cdi fixed"] [NETWORK=auto|bridge|hostnet]   (bridge: fail unless the embedded DNS works) tests/gpu/gpu-proof-compose.sh

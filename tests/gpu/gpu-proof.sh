@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU proof on a machine with NVIDIA GPUs and no Docker: run the compose stack's scheduler and
 # dask-cuda worker command lines as plain processes, then the verification client, with CuPy on
-# every GPU. Wheels missing on the machine may be carried in .whl/ (see README, "GPU proof").
+# every GPU. Wheels missing on the machine may be carried in .whl/ (see docs/testing.md, "GPU proof").
 #   OUT=/tmp/proof tests/gpu/gpu-proof.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,4 +1,4 @@
-"""The README's variable tables are generated from the roles' argument specs and must not drift."""
+"""docs/variables.md's variable tables are generated from the roles' argument specs and must not drift."""
 from __future__ import annotations
 
 import subprocess

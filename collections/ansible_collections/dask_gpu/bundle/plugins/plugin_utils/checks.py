@@ -161,8 +161,8 @@ class Checker:
             hints = [f"{name} ({RENAMED[name]})" if name in RENAMED
                      else f"{name} (did you mean {close[0]}?)" if close else name
                      for name in unknown for close in [difflib.get_close_matches(name, sorted(known), n=1)]]
-            self.add(f"unknown variable(s) {'; '.join(hints)}; known ones are listed in the README "
-                     "(Inventory variables). Misspelt?")
+            self.add(f"unknown variable(s) {'; '.join(hints)}; known ones are listed in "
+                     "docs/variables.md. Misspelt?")
 
     def check_scope(self) -> None:
         """A cluster-wide option (Scope: cluster) is read from the scheduler host: another value on this host would
