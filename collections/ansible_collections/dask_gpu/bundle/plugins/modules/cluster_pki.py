@@ -72,10 +72,10 @@ issued:
 import datetime
 import ipaddress
 import os
-import tempfile
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.dask_gpu.bundle.plugins.module_utils.atomic import write_atomic
 
 try:
     from cryptography import x509
@@ -93,11 +93,7 @@ def now() -> datetime.datetime:
 
 
 def write(path: str, data: bytes, mode: int) -> None:
-    handle, temp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".dask-bundle-")
-    with os.fdopen(handle, "wb") as out:
-        out.write(data)
-    os.chmod(temp, mode)
-    os.replace(temp, path)
+    write_atomic(path, data, mode)
 
 
 def key_at(path: str, made: list[str]) -> Any:

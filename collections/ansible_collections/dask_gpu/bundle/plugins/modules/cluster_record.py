@@ -80,6 +80,7 @@ import time
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.dask_gpu.bundle.plugins.module_utils.atomic import write_atomic
 from ansible_collections.dask_gpu.bundle.plugins.module_utils.paths import why_unmanageable
 
 
@@ -93,14 +94,7 @@ def _load(path: str) -> dict[str, Any]:
 
 
 def _write(path: str, record: dict[str, Any]) -> None:
-    folder = os.path.dirname(path)
-    os.makedirs(folder, mode=0o755, exist_ok=True)
-    temporary = f"{path}.tmp"
-    with open(temporary, "w") as handle:
-        json.dump(record, handle, indent=2, sort_keys=True)
-        handle.write("\n")
-    os.chmod(temporary, 0o644)
-    os.replace(temporary, path)
+    write_atomic(path, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode(), 0o644, make_folder=True)
 
 
 def _others(path: str) -> set[str]:

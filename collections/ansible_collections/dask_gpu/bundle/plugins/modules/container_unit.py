@@ -64,9 +64,9 @@ stale:
 """
 
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.dask_gpu.bundle.plugins.module_utils.atomic import write_atomic
 
 
 def differs(path: str, content: str) -> bool:
@@ -77,11 +77,7 @@ def differs(path: str, content: str) -> bool:
 
 
 def write(module: AnsibleModule, path: str, content: str, mode: int) -> None:
-    handle, temp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".dask-bundle-")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write(content)
-    os.chmod(temp, mode)
-    module.atomic_move(temp, path)
+    write_atomic(path, content.encode("utf-8"), mode, module.atomic_move)
 
 
 def systemctl(module: AnsibleModule, *args: str, check: bool = True) -> str:

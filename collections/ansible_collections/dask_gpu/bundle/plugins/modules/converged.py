@@ -76,10 +76,10 @@ import hashlib
 import json
 import os
 import subprocess
-import tempfile
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.dask_gpu.bundle.plugins.module_utils.atomic import write_atomic
 
 
 def _sha256(path: str) -> str:
@@ -251,14 +251,9 @@ def differences(record: dict[str, Any], parts: dict[str, Any], module: AnsibleMo
 
 
 def _write(module: AnsibleModule, path: str, record: dict[str, Any]) -> None:
-    folder = os.path.dirname(path)
-    if not os.path.isdir(folder):
-        os.makedirs(folder, mode=0o755)
-    descriptor, temp = tempfile.mkstemp(dir=folder, prefix=".dask-bundle-")
-    with os.fdopen(descriptor, "w", encoding="utf-8") as out:
-        json.dump(record, out, indent=1, sort_keys=True)
-    module.atomic_move(temp, path)
-    os.chmod(path, 0o600)
+    write_atomic(path, json.dumps(record, indent=1, sort_keys=True).encode("utf-8"), 0o600, module.atomic_move,
+                 make_folder=True)
+    os.chmod(path, 0o600)  # atomic_move keeps the mode of a file it replaces
 
 
 def main() -> None:

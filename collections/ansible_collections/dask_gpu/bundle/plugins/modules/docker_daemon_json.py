@@ -59,11 +59,11 @@ stale:
 
 import json
 import os
-import tempfile
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dask_gpu.bundle.plugins.module_utils import daemon_json
+from ansible_collections.dask_gpu.bundle.plugins.module_utils.atomic import write_atomic
 
 
 def read(module: AnsibleModule, path: str) -> tuple[bool, dict[str, Any]]:
@@ -85,12 +85,8 @@ def read(module: AnsibleModule, path: str) -> tuple[bool, dict[str, Any]]:
 
 def write(module: AnsibleModule, path: str, content: dict[str, Any]) -> None:
     """Atomically, root-owned 0644."""
-    folder = os.path.dirname(path)
-    handle, temp = tempfile.mkstemp(dir=folder, prefix=".dask-bundle-")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write(json.dumps(content, indent=4, sort_keys=True) + "\n")
-    os.chmod(temp, 0o644)
-    module.atomic_move(temp, path)
+    write_atomic(path, (json.dumps(content, indent=4, sort_keys=True) + "\n").encode("utf-8"), 0o644,
+                 module.atomic_move)
 
 
 def attributes(module: AnsibleModule, path: str, changed: bool) -> bool:

@@ -55,9 +55,9 @@ changed_paths:
 """
 
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.dask_gpu.bundle.plugins.module_utils.atomic import write_atomic
 
 
 def differs(path: str, content: bytes) -> bool:
@@ -84,14 +84,7 @@ def main() -> None:
         content = spec["content"].encode("utf-8")
         changed = differs(path, content)
         if changed and not module.check_mode:
-            folder = os.path.dirname(path)
-            if not os.path.isdir(folder):
-                os.makedirs(folder, mode=0o755)
-            handle, temp = tempfile.mkstemp(dir=folder, prefix=".dask-bundle-")
-            with os.fdopen(handle, "wb") as out:
-                out.write(content)
-            os.chmod(temp, int(spec["mode"], 8))
-            module.atomic_move(temp, path)
+            write_atomic(path, content, int(spec["mode"], 8), module.atomic_move, make_folder=True)
         if not module.check_mode and os.path.exists(path):
             args = module.load_file_common_arguments({"path": path, "mode": spec["mode"], "owner": spec["owner"],
                                                       "group": spec["group"]})
