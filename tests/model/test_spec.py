@@ -18,7 +18,7 @@ CLUSTER: dict[str, Any] = {
     "paths": {"config": "/etc/dask", "data": "/var/lib/dask", "container": {
         "tls": "/etc/dask/tls", "local": "/var/lib/dask", "reports": "/var/lib/dask-reports"}},
     "scheduler_urls": {"health": "http://127.0.0.1:8787/health", "counts": "http://127.0.0.1:8787/json/counts.json"},
-    "polars": {"enabled": False, "shm_size": "1g"}, **identity("dask")}
+    "polars": {"enabled": False, "shm_size": "1g"}, "workers_speak_ucx": False, **identity("dask")}
 PROBED = [{"index": 0, "uuid": "GPU-0"}, {"index": 1, "uuid": "GPU-1"}, {"index": 2, "uuid": "GPU-2"}]
 
 
@@ -141,6 +141,7 @@ def test_no_tls_means_no_tls_files_anywhere(builder: ModuleType) -> None:
 
 def test_tls_ucx_scheduler_listens_on_both_and_workers_speak_ucx_without_tls_files(builder: ModuleType) -> None:
     mixed = {**CLUSTER, "protocol": "ucx", "transport": "tls-ucx", "worker_scheduler_address": "ucx://10.0.0.1:8788",
+             "workers_speak_ucx": True,
              "scheduler_ucx_port": 8788}
     scheduler = builder.scheduler_spec(mixed, {"bind_address": "10.0.0.1"}, SETTINGS)
     argv = scheduler["argv"]
@@ -226,7 +227,7 @@ def test_the_polars_profile_gives_its_workers_shm_ucx_devices_and_its_clients_th
     """features/polars.py: /dev/shm as the cluster says, UCX kept to the cluster's network for the engine's UCXX
     communicator, no RMM pool flag, and the benchmark's and jobs' containers see the workers' local directory
     read-only (Polars reads a file's schema where it plans); the benchmark gets its scale."""
-    polars = {**CLUSTER, "polars": {"enabled": True, "shm_size": "16g"}}
+    polars = {**CLUSTER, "polars": {"enabled": True, "shm_size": "16g"}, "workers_speak_ucx": True}
     host = {**GPU_HOST, "ucx_net_devices": "eth1"}
     worker = builder.worker_spec(polars, host, SETTINGS)
     assert worker["shm_size"] == "16g" and worker["env"]["UCX_NET_DEVICES"] == "eth1"

@@ -38,6 +38,7 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.options import (
     port_range,
     show,
 )
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.transport import facets
 
 # The oldest NVIDIA driver each CUDA major of the images runs on.
 DRIVER_NEEDED = {"12": 535, "13": 580}
@@ -184,7 +185,7 @@ class Checker:
     def check_rules(self) -> None:
         transport, ack = self.get("dask_transport"), self.get("dask_tls_disabled_ack")
         scheduler_port = self.get("dask_scheduler_port")
-        if transport in ("ucx", "tcp") and ack is not True:
+        if facets(str(transport or "tls"))["tls_off"] and ack is not True:
             where = self.model.get("bind_address") or "the scheduler"
             self.add(f"dask_transport={transport} turns TLS off, so anyone who reaches {where}:"
                      f"{scheduler_port if scheduler_port is not None else '?'} can run code on every worker. "

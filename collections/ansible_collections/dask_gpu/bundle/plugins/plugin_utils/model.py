@@ -352,6 +352,9 @@ def cluster_model(settings: Mapping[str, Any], hosts: Mapping[str, Mapping[str, 
         **{key: value for key, value in ident.items() if key not in ("config_dir", "data_dir")},
         **transport,
         "scheduler_host": scheduler,
+        # The workers speak UCX (UCX_NET_DEVICES, every address guarded by the firewall): the ucx transports, and
+        # features that run a UCX communicator of their own (they set it too).
+        "workers_speak_ucx": bool(transport["ucx_every_address"]),
         "scheduler_address": f"{transport['client_protocol']}://{scheduler_ip}:{settings['dask_scheduler_port']}",
         "worker_scheduler_address": f"{transport['protocol']}://{scheduler_ip}:{worker_port}",
         "scheduler_port": int(settings["dask_scheduler_port"]),

@@ -12,6 +12,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.transport import facets
+
 SCHEDULER_SETTING = "dask_images_scheduler_image"
 WORKER_SETTING = "dask_images_worker_image"
 MARKER = "DASK-GPU-PROBE "
@@ -104,10 +106,11 @@ def needs(cluster: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, 
                    ("dask_gpu_verify.gpu_metrics", "the GPU workers' metrics preload"),
                    ("dask_gpu_verify.worker_ports", "the GPU workers' HTTP ports preload (/health, /metrics)")]
     transport = str(settings.get("dask_transport") or "tls")
-    if transport in ("ucx", "tls-ucx"):
+    decoded = facets(transport)
+    if decoded["ucx_every_address"]:
         worker.append(("distributed_ucxx", f"dask_transport={transport}"))
         scheduler.append(("distributed_ucxx", f"dask_transport={transport}"))
-    if transport == "tls-ucx":
+    if decoded["scheduler_second_listener"]:
         scheduler.append(("dask_gpu_verify.host_frames", "dask_transport=tls-ucx (the scheduler's preload)"))
     if cluster.get("cudf_spill"):
         worker.append(("cudf", "dask_worker_cudf_spill=true"))

@@ -197,8 +197,7 @@ def ucx_env(cluster: dict[str, Any], host: dict[str, Any]) -> dict[str, str]:
     172.17.0.1, which is every Docker host's own address. For the ucx transports and for the polars profile's UCXX
     communicator (features/polars.py)."""
     devices = host.get("ucx_net_devices") or ""
-    speaks_ucx = cluster["protocol"] == "ucx" or (cluster.get("polars") or {}).get("enabled")
-    return {"UCX_NET_DEVICES": str(devices)} if speaks_ucx and devices else {}
+    return {"UCX_NET_DEVICES": str(devices)} if cluster.get("workers_speak_ucx") and devices else {}
 
 
 # Worker preload of GPU workers: the worker's own GPU (NVML) in its /metrics, read at each scrape.

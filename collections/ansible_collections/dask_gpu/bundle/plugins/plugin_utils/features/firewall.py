@@ -7,6 +7,7 @@ import ipaddress
 from typing import Any
 
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import CheckInput, Feature, HostInput
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.transport import facets
 
 
 def host(inp: HostInput) -> dict[str, Any]:
@@ -17,15 +18,16 @@ def host(inp: HostInput) -> dict[str, Any]:
 def checks(inp: CheckInput) -> list[str]:
     problems: list[str] = []
     transport = inp.get("dask_transport")
+    decoded = facets(str(transport or "tls"))
     address = inp.model.get("bind_address") or "the cluster address"
-    if transport in ("ucx", "tls-ucx") and inp.get("dask_firewall_enabled") is not True:
+    if decoded["ucx_every_address"] and inp.get("dask_firewall_enabled") is not True:
         problems.append(f"dask_transport={transport} needs dask_firewall_enabled: true: UCX listeners have no "
                         f"authentication, and the firewall is what lets only the cluster's hosts reach {address} "
                         "(docs/transport.md)")
     open_ports = inp.get("dask_firewall_open_ports")
     if inp.get("dask_firewall_enabled") is True and open_ports is not None:
         guarded: list[tuple[str, Any]] = [("dask_scheduler_port", inp.get("dask_scheduler_port"))]
-        if transport == "tls-ucx":
+        if decoded["scheduler_second_listener"]:
             guarded.append(("dask_scheduler_ucx_port", inp.get("dask_scheduler_ucx_port")))
         # Listeners without authentication: open to everyone only with the acknowledgement that exposes them
         # (the workers' /metrics and node exporter have none).

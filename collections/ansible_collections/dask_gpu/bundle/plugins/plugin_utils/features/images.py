@@ -18,6 +18,7 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
     scheduler_host,
 )
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.ports import span
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.transport import facets
 
 # The Dockerfile's targets: one image each.
 TARGETS = ("scheduler", "worker")
@@ -39,7 +40,7 @@ def distribution(settings: Mapping[str, Any], groups: Mapping[str, Any]) -> str:
     chosen = str(settings.get("dask_images_distribution") or "auto")
     if chosen != "auto":
         return chosen
-    tls = str(settings.get("dask_transport") or "tls") in ("tls", "tls-ucx")
+    tls = facets(str(settings.get("dask_transport") or "tls"))["tls"]
     return "cluster-registry" if tls and len(cluster_hosts(groups)) >= AUTO_REGISTRY_FROM else "archive"
 
 
@@ -185,7 +186,7 @@ def profile_problems(inp: CheckInput) -> list[str]:
                         "library (its workers could not start `dask cuda worker`). Use dask_image_profile: "
                         f"{profiles.with_part('cuda')}, or move the host to dask_cpu_workers.")
     transport = inp.get("dask_transport")
-    if transport in ("ucx", "tls-ucx"):
+    if facets(str(transport or "tls"))["ucx_every_address"]:
         problems.append(f"dask_transport={transport} needs UCX (distributed-ucxx), which dask_image_profile={profile} "
                         f"does not have. Use dask_transport: tls, or dask_image_profile: {profiles.with_part('ucx')}.")
     return problems
@@ -203,7 +204,7 @@ def checks(inp: CheckInput) -> list[str]:
     if chosen != "cluster-registry":
         return problems
     transport = inp.get("dask_transport")
-    if transport in ("ucx", "tcp"):
+    if facets(str(transport or "tls"))["tls_off"]:
         problems.append(
             f"dask_images_distribution=cluster-registry needs the cluster's TLS certificates (the registry takes "
             f"clients with a certificate of the cluster's CA only); dask_transport={transport} has none. Use "

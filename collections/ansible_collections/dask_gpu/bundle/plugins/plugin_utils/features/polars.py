@@ -52,7 +52,9 @@ def docker_size(nbytes: int) -> str:
 def cluster(inp: ClusterInput) -> dict[str, Any]:
     on = enabled(inp.settings)
     nbytes = shm_bytes(inp.settings.get("dask_worker_shm_size"), on) or SHM_AUTO[on]
-    return {"polars": {"enabled": on, "shm_size": docker_size(nbytes)}}
+    # Its engine's UCXX communicator runs among the workers whatever the transport (spec.ucx_env, the firewall).
+    speaks = bool(inp.model.get("workers_speak_ucx")) or on
+    return {"polars": {"enabled": on, "shm_size": docker_size(nbytes)}, "workers_speak_ucx": speaks}
 
 
 def checks(inp: CheckInput) -> list[str]:
