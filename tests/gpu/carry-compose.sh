@@ -11,6 +11,9 @@
 # The .deb files come through this machine's own apt configuration: its Debian source entries with the suite changed to
 # trixie, in a list used for this download alone (the machine's apt state is untouched).
 #   tests/gpu/carry-compose.sh            (NO_PACK=1: stage the binaries in /var/tmp/carry-compose/stage, skip xz)
+# CONTAINERS_ONLY=1 packs only what tests/gpu/proofs.py's container proof needs (bin/ without docker-compose and
+# docker-proxy, no iptables: 36 MB) and adds ansible-core and resolvelib to .whl/ (the renders on the machine), so one
+# call carries the tree, .whl/, .dockerbin/ and .gpucerts/ (tests/gpu/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 tmp=/var/tmp/carry-compose
@@ -24,15 +27,21 @@ sed -e 's/bookworm-updates//; s/bookworm-security/trixie-security/; s/bookworm/t
 apt_o=(-o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$tmp/parts" -o "Dir::State::Lists=$tmp/lists")
 apt-get "${apt_o[@]}" update >/dev/null
 pkgs=(docker.io docker-cli containerd runc tini docker-compose iptables libxtables12 libnftnl11 libmnl0 libip4tc2 libip6tc2)
+only=${CONTAINERS_ONLY:-0}
+[ "$only" != 1 ] || pkgs=(docker.io docker-cli containerd runc tini)
 (cd "$tmp/debs" && apt-get "${apt_o[@]}" download "${pkgs[@]}" 2>&1 | grep -v -e '^Get:' -e 'unsandboxed' || true)
 for f in "$tmp"/debs/*.deb; do dpkg -x "$f" "$tmp/x"; done
 x=$tmp/x/usr s=$tmp/stage
-cp "$x/bin/docker" "$x/sbin/dockerd" "$x/bin/containerd" "$x/bin/containerd-shim-runc-v2" "$x/sbin/runc" "$x/sbin/docker-proxy" "$s/bin/"
+cp "$x/bin/docker" "$x/sbin/dockerd" "$x/bin/containerd" "$x/bin/containerd-shim-runc-v2" "$x/sbin/runc" "$s/bin/"
 cp "$x/bin/tini-static" "$s/bin/docker-init"
-cp "$x/libexec/docker/cli-plugins/docker-compose" "$s/bin/"
-cp "$x/sbin/xtables-nft-multi" "$x/sbin/xtables-legacy-multi" "$s/iptables/sbin/"
-cp -a "$x"/lib/x86_64-linux-gnu/lib{xtables,nftnl,mnl,ip4tc,ip6tc}.so* "$s/iptables/lib/"
-cp "$x"/lib/x86_64-linux-gnu/xtables/lib{xt,ipt}_*.so "$s/iptables/xtables/"
+if [ "$only" != 1 ]; then
+  cp "$x/sbin/docker-proxy" "$x/libexec/docker/cli-plugins/docker-compose" "$s/bin/"
+  cp "$x/sbin/xtables-nft-multi" "$x/sbin/xtables-legacy-multi" "$s/iptables/sbin/"
+  cp -a "$x"/lib/x86_64-linux-gnu/lib{xtables,nftnl,mnl,ip4tc,ip6tc}.so* "$s/iptables/lib/"
+  cp "$x"/lib/x86_64-linux-gnu/xtables/lib{xt,ipt}_*.so "$s/iptables/xtables/"
+else
+  rm -rf "$s/iptables"
+fi
 for p in "${pkgs[@]:0:10}"; do dpkg-deb -f "$tmp"/debs/"${p}"_*.deb Package Version | paste -sd' '; done > "$s/VERSIONS"
 cat "$s/VERSIONS"
 if [ "${NO_PACK:-0}" != 1 ]; then
@@ -46,6 +55,7 @@ fi
 rm -rf .whl; mkdir -p .whl
 mapfile -t specs < <(pinned_specs images/pins/rapids-26.10-cuda13.txt dask distributed dask-cuda rapids-dask-dependency \
   tornado zict tblib partd locket nvtx bokeh xyzservices pyyaml packaging)
+[ "$only" != 1 ] || specs+=(ansible-core==2.19.14 resolvelib==1.2.1)  # requirements.txt's ansible-core
 # wheels-lib.sh counts with `find DEST -name '*.whl'`, which also matches the folder .whl itself: count files here
 download_wheels .whl "${specs[@]}" || [ "$(find .whl -type f -name '*.whl' | wc -l)" -eq "${#specs[@]}" ]
 du -cb .dockerbin .whl 2>/dev/null | tail -1

@@ -34,7 +34,7 @@ DRVDIR=""; for d in $dirs; do DRVDIR=$d; break; done
 declare -a MOUNT_HOST MOUNT_CTR
 seen=" "
 for n in $LIBNAMES; do
-  for f in "$DRVDIR"/$n.so*; do
+  for f in "$DRVDIR"/"$n".so*; do
     [ -e "$f" ] || continue
     b=$(basename "$f")
     case "$seen" in *" $b "*) continue;; esac
@@ -42,18 +42,15 @@ for n in $LIBNAMES; do
     MOUNT_HOST+=("$(readlink -f "$f")"); MOUNT_CTR+=("$CLIB/$b")
   done
 done
-for b in nvidia-smi; do
-  p=$(command -v "$b" 2>/dev/null || true)
-  [ -z "$p" ] && [ -x "/usr/local/nvidia/bin/$b" ] && p=/usr/local/nvidia/bin/$b
-  [ -n "$p" ] || continue
-  MOUNT_HOST+=("$(readlink -f "$p")"); MOUNT_CTR+=("/usr/bin/$b")
-done
+smi=$(command -v nvidia-smi 2>/dev/null || true)
+[ -z "$smi" ] && [ -x /usr/local/nvidia/bin/nvidia-smi ] && smi=/usr/local/nvidia/bin/nvidia-smi
+if [ -n "$smi" ]; then MOUNT_HOST+=("$(readlink -f "$smi")"); MOUNT_CTR+=(/usr/bin/nvidia-smi); fi
 
 COMMON_NODES=""
 for n in /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-uvm-tools /dev/nvidia-modeset; do
   [ -c "$n" ] && COMMON_NODES="$COMMON_NODES $n"
 done
-GPU_NODES=$(ls /dev/nvidia[0-9]* 2>/dev/null | sort -V || true)
+GPU_NODES=$(find /dev -maxdepth 1 -name 'nvidia[0-9]*' 2>/dev/null | sort -V || true)
 [ -n "$GPU_NODES" ] || { echo "cdi-standin: no /dev/nvidiaN" >&2; exit 1; }
 
 # device minor -> UUID: /proc/driver/nvidia/gpus/<bus>/information ("Device Minor:" holds a tab)

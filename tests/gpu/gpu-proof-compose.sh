@@ -42,6 +42,7 @@ export COMPOSE_ANSI=never COMPOSE_PROGRESS=plain COMPOSE_STATUS_STDOUT=1 DOCKER_
 network=unknown; overlay=(); worker_image="" scheduler_image=""
 wait_timeout="${WAIT_TIMEOUT:-240}"
 
+# shellcheck disable=SC2329  # called by the EXIT trap
 finish() {
   local rc=$?
   set +e
@@ -63,6 +64,7 @@ finish() {
 }
 trap finish EXIT
 
+# shellcheck disable=SC2329  # called by finish
 summary() {  # RC: the run's summary in Markdown, from the files under $work
   local rc=$1 c
   echo "# tests/gpu/gpu-proof-compose.sh on $(hostname), $(date -u '+%F %H:%M UTC'): $( [ "$rc" = 0 ] && echo PASS || echo "FAIL (exit $rc)")"

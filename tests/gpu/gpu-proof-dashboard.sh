@@ -79,7 +79,7 @@ stop_session() {  # PID: TERM to its session, KILL after 15 s
   for _ in $(seq 60); do kill -0 -- "-$1" 2>/dev/null || return 0; sleep 0.25; done
   kill -KILL -- "-$1" 2>/dev/null
 }
-# shellcheck disable=SC2317  # reached through the trap
+# shellcheck disable=SC2317,SC2329  # reached through the trap
 cleanup() {
   local i
   for (( i = ${#sessions[@]} - 1; i >= 0; i-- )); do stop_session "${sessions[i]}"; done

@@ -12,7 +12,7 @@
 # says so. Everything lands in OUT: etl-NAME.{json,txt,err}, merge-{bundle,bare}.*, summary.{json,md},
 # versions.txt, device.txt, commands.txt (each run's exact command), skipped.txt, failed.txt.
 set -uo pipefail  # no -e: one failed variant is recorded and the others still run
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit
 out="${OUT:-/tmp/gpu-etl}"; mkdir -p "$out"
 rows="${ROWS:-96000000}" files="${FILES:-8}" passes="${PASSES:-2}" budget="${BUDGET:-540}" data="${DATA:-/var/tmp/dask-gpu-etl}"
 work="$(mktemp -d)"

@@ -19,6 +19,7 @@ read -r -a scheduler_cmd <<<"$(python3 tests/gpu/compose_commands.py scheduler "
 read -r -a worker_cmd <<<"$(python3 tests/gpu/compose_commands.py worker "$work")"
 echo "scheduler: ${scheduler_cmd[*]}" | tee "$out/commands.txt"
 echo "worker:    ${worker_cmd[*]}" | tee -a "$out/commands.txt"
+# shellcheck disable=SC2329  # called by the EXIT trap
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
 pids=(); trap cleanup EXIT
 python3 -m dask "${scheduler_cmd[@]:1}" >"$out/scheduler.log" 2>&1 & pids+=($!)

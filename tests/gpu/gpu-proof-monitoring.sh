@@ -160,11 +160,11 @@ echo "=== stop"
 stop_all
 trap - EXIT
 # Every port the run used: the scheduler's, one worker HTTP port per GPU from 8790, Prometheus and node exporter.
-ports="8786 8787 $(seq -s ' ' 8790 $((8789 + ngpus))) 9090 9100"
+read -r -a ports <<<"8786 8787 $(seq -s ' ' 8790 $((8789 + ngpus))) 9090 9100"
 if python3 -c 'import socket, sys
 for port in map(int, sys.argv[1:]):
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", port)); s.close()' $ports; then
-  echo "PASS stopped: ports $ports free" | tee -a "$out/steps.txt"
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", port)); s.close()' "${ports[@]}"; then
+  echo "PASS stopped: ports ${ports[*]} free" | tee -a "$out/steps.txt"
 else
   fail "a port is still bound after stopping"
 fi

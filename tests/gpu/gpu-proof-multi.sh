@@ -25,7 +25,7 @@
 # so. Everything lands in OUT: device.txt, topo.txt, nvlink.txt, health.json, versions.txt, commands.txt (each run's
 # exact command), NAME.{json,txt} per run, verify.{json,txt}, summary.{json,md}, skipped.txt, failed.txt.
 set -uo pipefail  # no -e: one failed run is recorded and the others still run
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit
 out="${OUT:-/tmp/gpu-multi}"; mkdir -p "$out"
 rows="${ROWS:-96000000}" files="${FILES:-8}" passes="${PASSES:-3}" budget="${BUDGET:-380}" runs="${RUNS:-3}"
 data="${DATA:-/var/tmp/dask-gpu-etl}"

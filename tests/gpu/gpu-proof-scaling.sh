@@ -13,6 +13,7 @@ python3 -c 'import cudf, dask_cudf, dask, distributed, dask_cuda, numpy, ucxx, a
 { nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader; nproc; free -g | sed -n 2p; } | tee "$out/device.txt"
 [ "$phase" != sweep ] || nvidia-smi topo -m >"$out/topo.txt" 2>&1 || true
 status=0
+# shellcheck disable=SC2086  # SCALING_ARGS: options, split on purpose
 python3 tests/gpu/frames_scaling.py --phase "$phase" --out "$out" --budget "${BUDGET:-520}" ${SCALING_ARGS:-} || status=$?
 # Scheduler and worker logs of failed starts stay; the ETL data does not travel back.
 du -sh "$out" | tail -1

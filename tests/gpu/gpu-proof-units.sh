@@ -28,7 +28,9 @@ install -m 0644 "$certs/ca.crt" /etc/dask/tls/ca.crt
 install -m 0644 "$certs/gpu-box.crt" /etc/dask/tls/host.crt
 install -m 0600 "$certs/gpu-box.key" /etc/dask/tls/host.key
 
-pids=(); cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }; trap cleanup EXIT
+pids=()
+# shellcheck disable=SC2329  # called by the EXIT trap
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; }; trap cleanup EXIT
 sh "$out/rendered/gpu-box-dask-scheduler.sh" >"$out/scheduler.log" 2>&1 & pids+=($!)
 for _ in $(seq 60); do python3 -c 'import urllib.request as u; u.urlopen("http://127.0.0.1:8787/health", timeout=1)' 2>/dev/null && break; sleep 0.5; done
 started=$(date +%s.%N)

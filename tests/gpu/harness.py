@@ -11,6 +11,10 @@ machine's own facts, `-e render_model=true`): the command lines and environments
 addresses and the ports are read from the rendered specs and model, never parsed back out of an argv or rewritten. A
 variant is inventory settings, exactly what a user would set. The TLS files the rendered scripts name
 (/etc/dask/tls) come from tests/gpu/certs.yml (carried as .gpucerts/).
+
+One start and stop for every proof: Cluster waits for the ports, starts the scheduler, waits for its counts, starts
+the worker and waits for the model's worker count; what starts and stops a component is its runner: Processes here
+(the rendered scripts as process groups), containers.Containers (the rendered units' own docker lines).
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 ROOT = Path(__file__).resolve().parents[2]
 INVENTORY = ROOT / "tests" / "gpu" / "inventory.yml"
@@ -46,6 +50,12 @@ class Rendered:
 
     def script(self, kind: str) -> Path:
         return self.folder / f"{HOST}-dask-{kind}.sh"
+
+    def unit(self, kind: str) -> Path:
+        return self.folder / f"{HOST}-dask-{kind}.service"
+
+    def env_file(self, kind: str) -> Path:
+        return self.folder / f"{HOST}-dask-{kind}.env"
 
     @property
     def model(self) -> dict[str, Any]:
@@ -77,31 +87,37 @@ class Rendered:
                 for text in self.spec(kind).get("wait_ports") or []]
 
 
-def render(name: str, settings: dict[str, Any], out: Path) -> Rendered:
-    """Render the cluster with these inventory settings (extra vars, typed as a user's host_vars would be)."""
+def render(name: str, settings: dict[str, Any], out: Path, bench: bool = False) -> Rendered:
+    """Render the cluster with these inventory settings (extra vars, typed as a user's host_vars would be); with
+    `bench`, the benchmark client's spec too (tests/gpu/render-bench.yml: HOST-dask-bench.json)."""
     folder = out / "rendered" / name
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     (folder / "vars.json").write_text(json.dumps(settings, indent=1) + "\n")
-    command = ["ansible-playbook", "-i", str(INVENTORY), str(ROOT / "playbooks" / "render-commands.yml"),
-               "-e", f"render_dir={folder}", "-e", "render_model=true", "-e", f"@{folder / 'vars.json'}",
-               # each render its own controller folder: renders may run side by side
-               "-e", f"dask_controller_dir={out / 'controller' / name}"]
-    log = folder / "render.log"
-    with log.open("w") as sink:
-        done = subprocess.run(command, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, check=False,
-                              env={**os.environ, "ANSIBLE_NOCOLOR": "1"})
-    if done.returncode:
-        raise RuntimeError(f"render {name} failed:\n" + "\n".join(log.read_text().splitlines()[-30:]))
+    playbooks = [ROOT / "playbooks" / "render-commands.yml"]
+    # each playbook its own run: a second one in the same run sees the first one's facts as unknown variables
+    playbooks += [ROOT / "tests" / "gpu" / "render-bench.yml"] if bench else []
+    for playbook in playbooks:
+        command = ["ansible-playbook", "-i", str(INVENTORY), str(playbook),
+                   "-e", f"render_dir={folder}", "-e", "render_model=true", "-e", f"@{folder / 'vars.json'}",
+                   # each render its own controller folder: renders may run side by side
+                   "-e", f"dask_controller_dir={out / 'controller' / name}"]
+        log = folder / f"render-{playbook.stem}.log"
+        with log.open("w") as sink:
+            done = subprocess.run(command, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, check=False,
+                                  env={**os.environ, "ANSIBLE_NOCOLOR": "1"})
+        if done.returncode:
+            raise RuntimeError(f"render {name} ({playbook.name}) failed:\n"
+                               + "\n".join(log.read_text().splitlines()[-30:]))
     return Rendered(name, folder)
 
 
-def render_all(variants: dict[str, dict[str, Any]], out: Path) -> dict[str, Rendered]:
+def render_all(variants: dict[str, dict[str, Any]], out: Path, bench: bool = False) -> dict[str, Rendered]:
     """Render every variant side by side (each ansible-playbook run takes seconds on its own)."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max(1, len(variants))) as pool:
-        futures = {name: pool.submit(render, name, settings, out) for name, settings in variants.items()}
+        futures = {name: pool.submit(render, name, settings, out, bench) for name, settings in variants.items()}
         return {name: future.result() for name, future in futures.items()}
 
 
@@ -110,23 +126,61 @@ def _get_json(url: str) -> dict[str, Any]:
         return dict(json.load(answer))
 
 
+class Runner(Protocol):
+    """Starts and stops the scheduler and worker of a rendered variant."""
+
+    def launch(self, rendered: Rendered, kind: str, log: Path, env: dict[str, str]) -> None: ...
+
+    def alive(self, kind: str) -> bool: ...
+
+    def halt(self) -> None: ...
+
+
+@dataclass
+class Processes:
+    """The rendered scripts (HOST-dask-KIND.sh) as process groups, as the units' containers run their commands."""
+
+    started: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def launch(self, rendered: Rendered, kind: str, log: Path, env: dict[str, str]) -> None:
+        with log.open("ab") as sink:
+            self.started[kind] = subprocess.Popen(["sh", str(rendered.script(kind))], stdout=sink,
+                                                  stderr=subprocess.STDOUT, start_new_session=True,
+                                                  env={**os.environ, **env})
+
+    def alive(self, kind: str) -> bool:
+        return kind in self.started and self.started[kind].poll() is None
+
+    def halt(self) -> None:
+        """TERM to each process group (the nannies' workers too), KILL what is left after 20 s."""
+        processes = list(reversed(self.started.values()))  # the worker first
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for process in processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(max(0.1, deadline - time.monotonic()))
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        self.started = {}
+
+
 @dataclass
 class Cluster:
-    """The rendered scheduler and worker of one variant as process groups; a context manager."""
+    """The rendered scheduler and worker of one variant, started and stopped by its runner; a context manager."""
 
     rendered: Rendered
     logs: Path
     env: dict[str, str] = field(default_factory=dict)
-    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    runner: Runner = field(default_factory=Processes)
     registered_s: float = 0.0
     ports_waited_s: float = 0.0
 
     def _start(self, kind: str) -> None:
         self.logs.mkdir(parents=True, exist_ok=True)
-        sink = (self.logs / f"{self.rendered.name}-{kind}.log").open("ab")
-        self.processes.append(subprocess.Popen(["sh", str(self.rendered.script(kind))], stdout=sink,
-                                               stderr=subprocess.STDOUT, start_new_session=True,
-                                               env={**os.environ, **self.env}))
+        self.runner.launch(self.rendered, kind, self.logs / f"{self.rendered.name}-{kind}.log", self.env)
 
     def start(self, timeout: float = 150) -> Cluster:
         waited, taken = WAIT_PORTS["wait"](self.rendered.ports, 90)
@@ -141,7 +195,7 @@ class Cluster:
                 _get_json(urls["counts"])
                 break
             except OSError:
-                if time.monotonic() > deadline or self.processes[0].poll() is not None:
+                if time.monotonic() > deadline or not self.runner.alive("scheduler"):
                     raise RuntimeError(f"{self.rendered.name}: the scheduler did not come up: "
                                        f"{self.tail('scheduler')}") from None
                 time.sleep(0.2)
@@ -149,7 +203,7 @@ class Cluster:
         self._start("worker")
         want = self.rendered.workers
         while _get_json(urls["counts"]).get("workers", 0) < want:
-            if time.monotonic() - started > timeout or self.processes[1].poll() is not None:
+            if time.monotonic() - started > timeout or not self.runner.alive("worker"):
                 raise RuntimeError(f"{self.rendered.name}: {want} workers did not register in {timeout} s: "
                                    f"{self.tail('worker')}")
             time.sleep(0.2)
@@ -161,19 +215,8 @@ class Cluster:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else "(no log)"
 
     def stop(self) -> None:
-        """TERM to each process group (the nannies' workers too), KILL what is left after 20 s. The next start waits
-        for its ports (start())."""
-        for process in self.processes:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        for process in self.processes:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(max(0.1, deadline - time.monotonic()))
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        self.processes = []
+        """The runner stops both, the worker first. The next start waits for its ports (start())."""
+        self.runner.halt()
 
     def __enter__(self) -> Cluster:
         try:
@@ -200,11 +243,14 @@ def run_client(rendered: Rendered, argv: list[str], log: Path, timeout: float) -
     return done
 
 
-def install_tls(out: Path, certs: Path = ROOT / ".gpucerts") -> None:
-    """The folders the rendered scripts use (their container paths) and the TLS files of tests/gpu/certs.yml, where
-    the units mount them (/etc/dask/tls: ca.crt, host.crt, host.key 0600)."""
-    for folder in ("/etc/dask/tls", "/var/lib/dask", "/var/lib/dask-reports"):
+def install_tls(out: Path, certs: Path = ROOT / ".gpucerts", owner: int = 10001) -> None:
+    """The folders the rendered scripts use (their container paths; the units' host folders /var/lib/dask/worker and
+    /var/lib/dask/reports) and the TLS files of tests/gpu/certs.yml, where the units mount them (/etc/dask/tls:
+    ca.crt, host.crt, host.key 0600), owned by the containers' user (root processes read them too)."""
+    for folder in ("/etc/dask/tls", "/var/lib/dask", "/var/lib/dask-reports", "/var/lib/dask/worker",
+                   "/var/lib/dask/reports"):
         Path(folder).mkdir(parents=True, exist_ok=True)
+        os.chown(folder, owner, owner)
     if not certs.is_dir():
         (out / "no-tls.txt").write_text(f"no {certs}: tls variants cannot start\n")
         return
@@ -213,3 +259,4 @@ def install_tls(out: Path, certs: Path = ROOT / ".gpucerts") -> None:
         path = Path("/etc/dask/tls") / target
         shutil.copyfile(certs / source, path)
         path.chmod(mode)
+        os.chown(path, owner, owner)

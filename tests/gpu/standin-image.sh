@@ -48,7 +48,10 @@ move_scripts() {  # pip --target puts console scripts in SITE/bin, with the mach
     rmdir "$site/bin"
   fi
 }
-mapfile -t whl < <(ls "$wheels"/*.whl | grep -v -e '/ansible_core-' -e '/resolvelib-')
+whl=()
+for f in "$wheels"/*.whl; do  # ansible-core and resolvelib render on the machine; the image does not need them
+  case "${f##*/}" in ansible_core-*|resolvelib-*) ;; *) whl+=("$f") ;; esac
+done
 "${clean[@]}" "$hostpy" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --disable-pip-version-check \
   --target "$site" "${whl[@]}"
 move_scripts
@@ -65,6 +68,7 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(" copied:", l
 # shellcheck disable=SC2086
 imports="dask distributed dask_cuda numpy cupy nvtx dask_gpu_verify distributed.protocol.cupy"
 [ -f .ucx/ucx-site.tar.xz ] && imports="$imports rmm distributed_ucxx"
+# shellcheck disable=SC2086  # a list of module names
 "$venv/bin/python3" -I - ${STANDIN_IMPORTS:-$imports} <<'EOF'
 import importlib, sys
 mods = [importlib.import_module(name) for name in sys.argv[1:]]
@@ -121,7 +125,8 @@ release=$(echo "$tag" | sed -E 's/^([0-9.]+)-cuda.*/\1/') cuda=$(echo "$tag" | s
 profile=$(echo "$tag" | sed -E 's/^[0-9.]+-cuda[0-9]+-([a-z]+).*/\1/')
 mkdir -p /tmp/standin-context
 for pair in "scheduler $scheduler_image" "worker $worker_image"; do
-  set -- $pair
+  read -r -a target <<<"$pair"
+  set -- "${target[@]}"
   DOCKER_BUILDKIT=0 docker build -q --target "$1" -t "$2" -f "$out/standin.Dockerfile" \
     --build-arg RAPIDS_RELEASE="$release" --build-arg CUDA_MAJOR="$cuda" --build-arg PROFILE="$profile" \
     --label io.dask-gpu.standin="tests/gpu/standin-image.sh: machine's python + carried wheels, not images/Dockerfile's build" \
