@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -361,6 +362,13 @@ def summary(run: Run) -> str:
     return "\n".join(lines) + "\n"
 
 
+def machine_settings() -> dict[str, Any]:
+    """Inventory settings this machine needs, as its owner would set them: the containers' open-files limit within the
+    machine's hard limit (20000 on the lent machines: runc cannot raise it to the default 1048576)."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return {} if hard == resource.RLIM_INFINITY or hard >= 1048576 else {"dask_container_nofile": hard}
+
+
 def machine() -> dict[str, Any]:
     query = subprocess.run(["nvidia-smi", "--query-gpu=index,name,uuid,memory.total,driver_version",
                             "--format=csv,noheader"], capture_output=True, text=True, check=True).stdout
@@ -386,13 +394,15 @@ def main() -> int:
     run.record({"run": "carried", "account": account})
     if shutil.which("ip") is None:  # no network facts: the model's address check is skipped, the renders the same
         os.environ["ANSIBLE_GATHERING"] = "explicit"
-    run.record({"run": "machine", **machine()})
+    needs = machine_settings()
+    run.record({"run": "machine", **machine(), "settings": needs})
     plan = COMPARE if args.rounds == COMPARE.rounds else Comparison(COMPARE.base, COMPARE.against, COMPARE.workloads,
                                                                      args.rounds)
-    variants = {name: (PROOFS[name].settings, PROOFS[name].bench) for name in args.proofs if name in PROOFS}
+    variants = {name: ({**PROOFS[name].settings, **needs}, PROOFS[name].bench) for name in args.proofs
+                if name in PROOFS}
     if "compare" in args.proofs:
-        variants["compare-processes"] = (plan.base, False)
-        variants.update({f"compare-{name}": (settings, False) for name, settings in plan.against.items()})
+        variants["compare-processes"] = ({**plan.base, **needs}, False)
+        variants.update({f"compare-{name}": ({**settings, **needs}, False) for name, settings in plan.against.items()})
     try:
         with ThreadPoolExecutor(len(variants)) as pool:  # each ansible-playbook run takes seconds on its own
             futures = {name: pool.submit(harness.render, name, settings, WORK, with_bench)
