@@ -90,9 +90,12 @@ COMPARE = Comparison(
     against={"containers": {**CDI, **ports(4)},
              # the one container difference an inventory setting changes: /dev/shm (auto is 1 GiB)
              "containers-shm-16g": {**CDI, **ports(5), "dask_worker_shm_size": "16g"}},
-    workloads={"local_cupy transpose_sum 40000/10000": [
+    # dask-cuda's own benchmark through the cluster: transpose_sum (tens of ms: the scheduler and comms), dot (seconds
+    # of GPU work); cuDF's merge and shuffle where its parts are carried (not on one call's carry)
+    workloads={f"local_cupy {operation} 40000/10000": [
         "python3", "-m", "dask_cuda.benchmarks.local_cupy", "--scheduler-address", "{address}", "--operation",
-        "transpose_sum", "-s", "40000", "-c", "10000", "--runs", "5", "--disable-rmm"]},
+        operation, "-s", "40000", "-c", "10000", "--runs", runs, "--disable-rmm"]
+        for operation, runs in (("transpose_sum", "10"), ("dot", "3"))},
     rounds=4,
 )
 
