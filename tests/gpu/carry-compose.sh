@@ -4,7 +4,7 @@
 #                                     containerd-shim-runc-v2), runc, tini (tini-static as docker-init), docker-compose
 #                                     (the CLI plugin), iptables with libxtables/libnftnl/libmnl/libip4tc/libip6tc and the
 #                                     xtables extensions; bin/, iptables/{sbin,lib,xtables}/, VERSIONS. 45.9 MB with
-#                                     `xz -9e --lzma2=dict=256MiB` (about 3 minutes on 2 cores). tests/gpu/gpu-proof-containers.sh
+#                                     `xz -9e --lzma2=dict=256MiB` (about 3 minutes on 2 cores). tests/gpu/proofs.py
 #                                     reads the same file (bin/ holds everything it needs).
 #   .whl/                             the dask wheels the stand-in image needs (CPython 3.12, manylinux x86_64), as pinned by
 #                                     images/pins/rapids-26.10-cuda13.txt; 14 wheels, 14 MB.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The bundle's monitoring on a real GPU machine without Docker or systemd (issue 13): the bundle-tls cluster from
 # playbooks/render-commands.yml (dask_monitoring_enabled, 5 s scrapes) as plain processes, as in
-# gpu-proof-bench.sh; node exporter and Prometheus from Debian's packages (carried in .promdebs/) with the rendered
+# tests/gpu/proofs.py's processes; node exporter and Prometheus from Debian's packages (carried in .promdebs/) with the rendered
 # prometheus.yml and alert rules. Then (tests/gpu/monitoring_probe.py prints PASS/FAIL lines with the figures):
 #   targets    every target of the rendered configuration up (targets.json: job, scrapeUrl, health, scrape time)
 #   mapping    GPU worker N answers on 8790+N, each serves its own GPU (the GPU of its CUDA device 0, by PCI

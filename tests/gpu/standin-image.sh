@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # STAND-IN for the production scheduler and worker images (images/Dockerfile), built on a lent GPU machine by
-# tests/gpu/gpu-proof-containers.sh: that machine has no registry and no network, and the 2.2 GB image cannot
+# tests/gpu/proofs.py (containers.py) and gpu-proof-compose.sh: that machine has no registry and no network, and the 2.2 GB image cannot
 # travel (64 MiB a call). Tagged with exactly the names in the rendered specs, so the units' `docker run` lines
 # run unchanged. What it is:
 #   * a root filesystem made there: the machine's own Python (its interpreter, standard library and the shared
