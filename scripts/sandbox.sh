@@ -34,6 +34,7 @@ case "$action" in
     echo "[sandbox] converged in $(( $(date +%s) - started )) s"
     molecule verify
     bundle="$(ls -t "$HOME"/.ansible/tmp/molecule.*.default/artifacts/client/env.sh 2>/dev/null | head -1 || true)"
+    inventory="$(ls -td "$HOME"/.ansible/tmp/molecule.*.default 2>/dev/null | head -1 || true)/inventory"
     cat <<MSG
 
 Sandbox cluster is up and verified: hosts dask-sched, dask-w1, dask-w2 (docker ps).
@@ -45,7 +46,9 @@ Sandbox cluster is up and verified: hosts dask-sched, dask-w1, dask-w2 (docker p
               (docs/notebook.md). On real hosts: ssh -L 8888:127.0.0.1:8888 SCHEDULER_HOST, open http://127.0.0.1:8888/lab;
               here the sandbox host is a container: nsenter --net=/proc/\$(docker inspect -f '{{.State.Pid}}' dask-sched)/ns/net
               chromium --headless=new --no-sandbox --screenshot http://127.0.0.1:8888/lab   (or a browser run the same way)
-  jobs:       ansible-playbook -i INVENTORY playbooks/job.yml -e dask_job_script=my_script.py  (docs/jobs.md)
+  jobs:       ansible-playbook -i $inventory playbooks/job.yml -e dask_job_script=my_script.py  (docs/jobs.md)
+  autoscale:  on, with an idle time of a day (docs/autoscale.md); to watch an idle host go and come back:
+              ansible-playbook -i $inventory site.yml -e dask_autoscale_idle=30, then journalctl -u dask-autoscaler on dask-sched
   stop:       make down
 MSG
     ;;

@@ -44,7 +44,7 @@ def generated() -> dict[str, Any]:
             continue
         if kind == "bool":
             values[name] = not spec.get("default", False)
-        elif kind == "int":
+        elif kind in ("int", "float"):
             values[name] = spec["default"]
         elif kind == "list":
             values[name] = spec.get("default") or LIST_SAMPLES[name]

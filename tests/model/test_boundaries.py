@@ -114,8 +114,9 @@ def test_the_core_names_no_feature() -> None:
     its own module of plugin_utils/features/ (a new service touches its module and one registry line)."""
     utils = ROOT / "collections" / "ansible_collections" / "dask_gpu" / "bundle" / "plugins" / "plugin_utils"
     features = [path.stem for path in (utils / "features").glob("*.py") if path.stem != "__init__"]
-    assert sorted(features) == ["firewall", "images", "jobs", "monitoring", "notebook", "polars", "toolkit"]
-    owned = re.compile(r"[\"'](dask_monitoring_|dask_images_|dask_firewall_|dask_job_|dask_notebook_|"
+    assert sorted(features) == ["autoscale", "firewall", "images", "jobs", "monitoring", "notebook", "polars",
+                                "toolkit"]
+    owned = re.compile(r"[\"'](dask_monitoring_|dask_images_|dask_firewall_|dask_job_|dask_notebook_|dask_autoscale_|"
                        r"nvidia_container_toolkit_)[a-z_]+[\"']")
     for core in ("model.py", "checks.py", "spec.py", "settings.py", "records.py"):
         # (a replaced variable's name, in the typo hints, is no option any more)

@@ -55,10 +55,12 @@ def with_record(claims: dict[str, Any], **extra: Any) -> dict[str, Any]:
 def test_each_name_gives_its_own_units_folders_table_and_record() -> None:
     blue = claims_of("g1", FACTS, dask_cluster_name="blue")
     default = claims_of("g1", FACTS)
-    assert default["units"] == ["dask-firewall", "dask-notebook", "dask-scheduler", "dask-worker"]
+    assert default["units"] == ["dask-autoscale-agent", "dask-autoscaler", "dask-firewall", "dask-notebook",
+                                "dask-scheduler", "dask-worker"]
     assert (default["config"], default["data"], default["firewall_table"]) == ("/etc/dask", "/var/lib/dask",
                                                                               "dask_firewall")
-    assert blue["units"] == ["dask-blue-firewall", "dask-blue-notebook", "dask-blue-scheduler", "dask-blue-worker"]
+    assert blue["units"] == ["dask-blue-autoscale-agent", "dask-blue-autoscaler", "dask-blue-firewall",
+                             "dask-blue-notebook", "dask-blue-scheduler", "dask-blue-worker"]
     assert (blue["config"], blue["data"], blue["firewall_table"]) == ("/etc/dask-blue", "/var/lib/dask-blue",
                                                                       "dask_blue_firewall")
     assert records.path("blue") == "/etc/ansible/facts.d/dask_cluster_blue.fact"

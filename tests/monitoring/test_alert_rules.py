@@ -286,6 +286,21 @@ def workers_missing_quiet(c: Ctx) -> Scenario:
     return Scenario({**up, **states}, [(c.fires_at - c.step, []), (c.fires_at, []), (c.late, [])])
 
 
+def workers_missing_released_quiet(c: Ctx) -> Scenario:
+    """gpu02 is released by the autoscaler (docs/autoscale.md): its target is down and 2 workers count, on purpose."""
+    up = {series("up", labels): c.values(flat(1, c.onset), flat(0)) if labels["host"] == "gpu02"
+          else c.values(flat(1)) for labels in INVENTORY}
+    states = workers_by_state(c, idle=[flat(1)], saturated=[flat(1)],
+                              partially_saturated=[flat(1, c.onset), flat(0)])
+    released = {series("dask_autoscale_host_released", {**AUTOSCALE, "host": host, "workers": count}):
+                c.values(flat(0, c.onset), flat(1)) if host == "gpu02" else c.values(flat(0))
+                for host, count in (("gpu01", "2"), ("gpu02", "1"))}
+    return Scenario({**up, **states, **released}, [(c.fires_at - c.step, []), (c.fires_at, []), (c.late, [])])
+
+
+AUTOSCALE: Labels = {"job": "dask-autoscale", "instance": "127.0.0.1:8784"}
+
+
 # DaskHostWorkersGone: gpu01 and gpu03 have two workers each
 
 
@@ -306,6 +321,53 @@ def host_workers_gone_quiet(c: Ctx) -> Scenario:
     up[series("up", worker("gpu03", 0))] = c.values(flat(1))
     up[series("up", worker("gpu03", 1))] = c.values(flat(0))
     return Scenario(up, [(c.fires_at - c.step, []), (c.fires_at, []), (c.late, [])])
+
+
+def host_workers_gone_released_quiet(c: Ctx) -> Scenario:
+    """gpu01's two workers stop because the autoscaler released gpu01."""
+    gone = [worker("gpu01", 0), worker("gpu01", 1)]
+    up = {series("up", labels): c.values(flat(1, c.onset), flat(0)) for labels in gone}
+    up[series("up", worker("gpu03", 0))] = c.values(flat(1))
+    up[series("dask_autoscale_host_released", {**AUTOSCALE, "host": "gpu01", "workers": "2"})] = c.values(
+        flat(0, c.onset), flat(1))
+    return Scenario(up, [(c.fires_at - c.step, []), (c.fires_at, []), (c.late, [])])
+
+
+# DaskAutoscaleBehind and DaskAutoscaleHeld: the autoscaler's own series (on the scheduler host, sched01)
+
+AUTOSCALER: Labels = {**AUTOSCALE, "host": "sched01"}
+
+
+def autoscale_behind_fires(c: Ctx) -> Scenario:
+    """The autoscaler wants 4 workers up; 2 register, and stay 2."""
+    alert = Expected({**AUTOSCALER, "severity": "warning"},
+                     {"summary": f"The autoscaler of {CLUSTER} wants 4 workers up; the registered count differs"})
+    return Scenario({series("dask_autoscale_desired_workers", AUTOSCALER): c.values(flat(2, c.onset), flat(4)),
+                     series("dask_autoscale_registered_workers", AUTOSCALER): c.values(flat(2))},
+                    [(c.fires_at - c.step, []), (c.fires_at, [alert])])
+
+
+def autoscale_behind_quiet(c: Ctx) -> Scenario:
+    """A host takes one step less than `for` to register."""
+    return Scenario({series("dask_autoscale_desired_workers", AUTOSCALER): c.values(flat(2, c.onset), flat(4)),
+                     series("dask_autoscale_registered_workers", AUTOSCALER): c.values(flat(2, c.fires_at - c.step),
+                                                                                        flat(4))},
+                    [(c.fires_at - c.step, []), (c.fires_at, []), (c.late, [])])
+
+
+def autoscale_held_fires(c: Ctx) -> Scenario:
+    alert = Expected({**AUTOSCALER, "severity": "warning"},
+                     {"summary": f"The autoscaler of {CLUSTER} has been held by a site.yml run for an hour "
+                                 "(rerun site.yml)"})
+    return Scenario({series("dask_autoscale_paused", AUTOSCALER): c.values(flat(0, c.onset), flat(1))},
+                    [(c.fires_at - c.step, []), (c.fires_at, [alert])])
+
+
+def autoscale_held_quiet(c: Ctx) -> Scenario:
+    """A site.yml run that holds it one step less than `for`."""
+    return Scenario({series("dask_autoscale_paused", AUTOSCALER): c.values(flat(0, c.onset), flat(1, c.fires_at),
+                                                                             flat(0))},
+                    [(c.fires_at - c.step, []), (c.fires_at, []), (c.late, [])])
 
 
 # DaskNodeDown
@@ -500,8 +562,14 @@ CASES = [
     Case("DaskSchedulerDown", False, scheduler_down_quiet),
     Case("DaskWorkersMissing", True, workers_missing_fires),
     Case("DaskWorkersMissing", False, workers_missing_quiet),
+    Case("DaskWorkersMissing", False, workers_missing_released_quiet),
     Case("DaskHostWorkersGone", True, host_workers_gone_fires),
     Case("DaskHostWorkersGone", False, host_workers_gone_quiet),
+    Case("DaskHostWorkersGone", False, host_workers_gone_released_quiet),
+    Case("DaskAutoscaleBehind", True, autoscale_behind_fires),
+    Case("DaskAutoscaleBehind", False, autoscale_behind_quiet),
+    Case("DaskAutoscaleHeld", True, autoscale_held_fires),
+    Case("DaskAutoscaleHeld", False, autoscale_held_quiet),
     Case("DaskNodeDown", True, node_down_fires),
     Case("DaskNodeDown", False, node_down_quiet),
     Case("DaskGPUMemoryHigh", True, gpu_memory_high_fires),

@@ -43,6 +43,7 @@ class Suite:
 SUITES = (
     # First: the cluster is as the idempotence step left it (a rerun with nothing changed is a fast one).
     Suite("fastrerun", what="a rerun of an unchanged cluster skips to the readiness check; an edited file runs all"),
+    Suite("autoscale", what="an idle host goes, its data moved; waiting work brings it back; reruns keep the scale"),
     # Next: its change is left for the faults suite, next, whose interrupted converge goes back to the inventory's.
     Suite("rolling", what="a worker change rolls host by host under a workload"),
     Suite("faults", what="faults injected and recovered from; clients without the cluster's certificates refused"),
@@ -85,7 +86,7 @@ def report_lines(output: str) -> list[str]:
 # A suite whose next suite takes the cluster from whatever state it left may leave its own state instead of converging
 # back (live.NEXT_TAKES_OVER): the rolling suite before faults (the interrupted converge goes back to the inventory's
 # settings: one site.yml run saved), the transport suite before teardown (which replaces the cluster: two saved).
-HANDS_OVER = {"rolling": "faults", "transport": "teardown"}
+HANDS_OVER = {"autoscale": "rolling", "rolling": "faults", "transport": "teardown"}
 
 
 def run_suite(suite: Suite, next_suite: str) -> subprocess.CompletedProcess[str]:

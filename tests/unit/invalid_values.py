@@ -16,6 +16,7 @@ ROLES = sorted(path.name for path in (ROOT / "roles").iterdir() if (path / "meta
 
 # A value of the right type that each fixed kind of the grammar rejects.
 BAD_FOR_KIND = {
+    "fraction (0, 1]": 1.5,
     "size or fraction (0, 1]": "1.5",
     "size, fraction (0, 1] or auto": "12 parsecs",
     "size or auto": "0.5",

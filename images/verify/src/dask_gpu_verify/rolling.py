@@ -21,84 +21,10 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .retirement import on_hosts, retire
 from .session import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, connect, parse_host_count
-
-
-def on_hosts(workers: Mapping[str, Mapping[str, Any]], hosts: Iterable[str]) -> dict[str, list[str]]:
-    """Worker addresses by host (a host is the IP the workers advertise)."""
-    wanted = set(hosts)
-    found: dict[str, list[str]] = {host: [] for host in wanted}
-    for address, info in workers.items():
-        if str(info.get("host")) in wanted:
-            found[str(info.get("host"))].append(address)
-    return found
-
-
-def keys_on(client: Any, addresses: list[str], *, only: bool = False) -> int:
-    """How many keys the scheduler has in memory on these workers (only=True: held nowhere else)."""
-    if not addresses:
-        return 0
-    keys = {key for held in client.has_what(workers=addresses).values() for key in held}
-    if not only or not keys:
-        return len(keys)
-    holders = client.who_has()  # every key (who_has takes futures, not keys)
-    return sum(1 for key in keys if set(holders.get(key) or ()) <= set(addresses))
-
-
-def running_tasks(client: Any, addresses: list[str]) -> int:
-    """How many tasks the workers are running now (seceded ones included); a worker that does not answer counts 0."""
-    def count(dask_worker: Any) -> int:  # nested: pickled by value, the workers cannot import this module
-        return len(dask_worker.state.executing) + len(dask_worker.state.long_running)
-
-    answers = client.run(count, workers=addresses, on_error="return")
-    return sum(answer for answer in answers.values() if isinstance(answer, int))
-
-
-def retire(client: Any, hosts: list[str], timeout: float) -> dict[str, Any]:
-    """Retire every worker of the hosts (keys moved away, workers left running, the tasks they were running waited
-    for and their results moved too); bounded by timeout in all."""
-    info = client.scheduler_info(n_workers=-1)["workers"]
-    found = on_hosts(info, hosts)
-    addresses = [address for host in hosts for address in found[host]]
-    result: dict[str, Any] = {"hosts": {host: {"workers": found[host]} for host in hosts},
-                              # a worker process's own folder: unique, where an address may come back
-                              "retired": [str(info[address].get("local_directory")) for address in addresses]}
-    before = keys_on(client, addresses)
-    started = time.monotonic()
-    deadline = started + timeout
-    timed_out = False
-    rounds = 0
-    idle = False  # whether no task was running there when this round began (known only once they stopped starting)
-    while addresses:
-        try:
-            client.sync(_retire_bounded, client, addresses, max(deadline - time.monotonic(), 0.01))
-        except TimeoutError:
-            timed_out = True
-            break
-        rounds += 1
-        if idle and keys_on(client, addresses, only=True) == 0:
-            break
-        if time.monotonic() >= deadline:
-            timed_out = True
-            break
-        idle = running_tasks(client, addresses) == 0
-        if not idle:
-            time.sleep(0.2)
-    result.update(keys_before=before, keys_only_there=keys_on(client, addresses, only=True), timed_out=timed_out,
-                  rounds=rounds, running_left=running_tasks(client, addresses) if timed_out else 0,
-                  seconds=round(time.monotonic() - started, 2))
-    return result
-
-
-async def _retire_bounded(client: Any, addresses: list[str], timeout: float) -> None:
-    """The scheduler's retire_workers, given up after timeout seconds (asyncio.TimeoutError is TimeoutError)."""
-    import asyncio
-
-    await asyncio.wait_for(client.scheduler.retire_workers(workers=addresses, close_workers=False, remove=False),
-                           timeout)
 
 
 def wait(client: Any, counts: dict[str, int], exclude: set[str], timeout: float) -> dict[str, Any]:

@@ -34,6 +34,12 @@ options:
     type: list
     elements: path
     default: []
+  start:
+    description:
+      - Start the unit when it is not active. False leaves it as it is, enabled; so a worker host the autoscaler
+        released (role dask_autoscale) stays stopped, and takes these files when its agent starts it.
+    type: bool
+    default: true
 author: dask-gpu bundle
 """
 
@@ -95,6 +101,7 @@ def main() -> None:
             "env": {"type": "str", "required": True, "no_log": True},
             "env_path": {"type": "path", "required": True},
             "watch": {"type": "list", "elements": "path", "default": []},
+            "start": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
     )
@@ -124,7 +131,8 @@ def main() -> None:
             systemctl(module, "enable", name)
             changed = True
         # As systemd_service's state=started: an activating unit (starting, or waiting to restart) is left alone.
-        if systemctl(module, "is-active", name, check=False) not in ("active", "activating", "reloading"):
+        active = systemctl(module, "is-active", name, check=False) in ("active", "activating", "reloading")
+        if not active and module.params["start"]:
             systemctl(module, "start", name)
             changed = started = True
         since = systemctl(module, "show", "-P", "ActiveEnterTimestamp", "--timestamp=unix", name, check=False)
@@ -134,6 +142,8 @@ def main() -> None:
         # Files written now count too, unless this task started the unit: one that systemd restarted between the
         # writes and this check (the old definition, the new env file) would look fresh to the times alone.
         stale = (files_changed and not started) or not since.isdigit() or int(since) < newest
+        # A stopped unit left stopped (start=false) has nothing to restart: it reads its files when it starts.
+        stale = stale and (active or started)
     module.exit_json(changed=changed, files_changed=files_changed, started=started, stale=stale)
 
 

@@ -53,6 +53,12 @@ options:
     type: list
     elements: str
     default: []
+  stopped_ok:
+    description: Units that may be stopped at the check, still enabled as recorded (the worker unit of a host the
+      autoscaler released; role dask_autoscale). Check only.
+    type: list
+    elements: str
+    default: []
   controller:
     description: Whether the controller's address counts (the firewall lets it in); read from the SSH_CLIENT of the
       connection's login process (this module runs under become, whose environment has none).
@@ -210,7 +216,8 @@ def _part_difference(recorded: dict[str, Any], parts: dict[str, Any]) -> str:
     return ""
 
 
-def differences(record: dict[str, Any], parts: dict[str, Any], module: AnsibleModule) -> str:
+def differences(record: dict[str, Any], parts: dict[str, Any], module: AnsibleModule,
+                stopped_ok: frozenset[str] = frozenset()) -> str:
     """'' when the host is as recorded, else the first difference found."""
     if record.get("unreadable") or not isinstance(record.get("units", {}), dict):
         return "the record of the last converge could not be read"
@@ -227,7 +234,7 @@ def differences(record: dict[str, Any], parts: dict[str, Any], module: AnsibleMo
         return f"{added[0]} was added since the last converge"
     units: dict[str, str] = record.get("units") or {}
     for unit, (state, enabled) in unit_states(module, sorted(units)).items():
-        if state not in RUNNING:
+        if state not in RUNNING and unit not in stopped_ok:
             return f"unit {unit} is not active"
         if enabled != units[unit]:
             return f"unit {unit} is {enabled or 'not installed'}, not {units[unit]} as the last converge left it"
@@ -264,6 +271,7 @@ def main() -> None:
                        "units": {"type": "list", "elements": "str", "default": []},
                        "images": {"type": "list", "elements": "str", "default": []},
                        "packages": {"type": "list", "elements": "str", "default": []},
+                       "stopped_ok": {"type": "list", "elements": "str", "default": []},
                        "controller": {"type": "bool", "default": False}},
         supports_check_mode=True,
     )
@@ -278,7 +286,9 @@ def main() -> None:
         if not isinstance(record, dict) or not record:
             record = {"unreadable": True}
     if module.params["state"] == "check":
-        reason = differences(record, module.params["parts"], module) if record else "no converge was recorded"
+        stopped_ok = frozenset(module.params["stopped_ok"])
+        reason = (differences(record, module.params["parts"], module, stopped_ok) if record
+                  else "no converge was recorded")
         dropped = bool(reason and record)
         if dropped and not module.check_mode:
             os.remove(path)

@@ -28,11 +28,12 @@ def identity(name: str) -> dict[str, Any]:
     return {
         "prefix": base,
         "units": {"scheduler": f"{base}-scheduler", "worker": f"{base}-worker", "firewall": f"{base}-firewall",
-                  "notebook": f"{base}-notebook"},
+                  "notebook": f"{base}-notebook", "autoscaler": f"{base}-autoscaler",
+                  "autoscale_agent": f"{base}-autoscale-agent"},
         # Client containers (verification, benchmark, jobs) and dask-gpu-roll steps take these prefixes too.
         "containers": {"scheduler": f"{base}-scheduler", "worker": f"{base}-worker", "verify": f"{base}-verify",
                        "bench": f"{base}-bench", "roll": f"{base}-roll", "lock": f"{base}-lock",
-                       "job": f"{base}-job", "notebook": f"{base}-notebook"},
+                       "job": f"{base}-job", "notebook": f"{base}-notebook", "autoscaler": f"{base}-autoscaler"},
         "firewall_table": f"{_token(base)}_firewall",
         # The cluster's record on each host: /etc/ansible/facts.d/RECORD.fact, read as ansible_local.RECORD.
         "record": f"dask_cluster_{_token(name)}",

@@ -11,6 +11,7 @@ option's ``description`` is a list: its first item is the meaning, and one item 
                 | "true or false"                    a boolean (the type says it all)
                 | "integer " LOW "-" HIGH            an integer in LOW..HIGH (inclusive)
                 | "integer >= " LOW                  an integer of at least LOW
+                | "fraction (0, 1]"                  a number 0 < f <= 1 (0.25)
                 | "size or fraction (0, 1]"          a size as dask parses it (64GB, 1.5TiB, 500MB, 512MiB,
                                                      bytes as a whole number) or a fraction 0 < f <= 1 (0.8)
                 | "size, fraction (0, 1] or auto"    the same, or the word auto
@@ -136,6 +137,15 @@ def parse_size(text: str) -> tuple[str, float] | None:
     return ("bytes", float(number) * SIZE_UNITS[unit])
 
 
+def is_fraction(text: str) -> bool:
+    """A number 0 < f <= 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        return False
+    return 0 < value <= 1
+
+
 def is_ipv4(text: str) -> bool:
     try:
         ipaddress.IPv4Address(text)
@@ -204,6 +214,7 @@ FIXED: dict[str, tuple[str, Callable[[str], bool]]] = {
         lambda text: text.strip() == "auto" or parse_size(text) is not None),
     "size or auto": ("auto or a size (like 16GiB, 512MiB, or bytes)",
                      lambda text: text.strip() == "auto" or (parse_size(text) or ("", 0))[0] == "bytes"),
+    "fraction (0, 1]": ("a fraction in (0, 1] (like 0.25)", is_fraction),
     "IPv4 address": ("an IPv4 address", is_ipv4),
     "IPv4 address or CIDR": ("an IPv4 address or CIDR", is_ipv4_or_cidr),
     "absolute path": ("an absolute path", lambda text: text.startswith("/") and not LINE_BREAK.search(text)),

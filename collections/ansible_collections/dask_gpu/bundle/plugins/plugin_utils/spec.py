@@ -391,12 +391,18 @@ def notebook_spec(cluster: dict[str, Any], token: str, host: dict[str, Any] | No
 def roll_spec(cluster: dict[str, Any], step: str, args: list[str], timeout: int) -> dict[str, Any]:
     """dask-gpu-roll (a rolling restart's or a host retirement's scheduler-side step) as a client container on the
     scheduler host: the scheduler image, the host's TLS material, no GPU."""
-    spec = _base(cluster, f"{cluster['containers']['roll']}-{step}",
-                 f"dask-gpu-roll {step} for cluster {cluster['name']}",
-                 cluster["images"]["scheduler"])
     argv = ["dask-gpu-roll", step, "--scheduler", cluster["scheduler_address"], "--timeout", str(timeout)]
-    spec.update(argv=argv + list(args), env={**client_env(cluster), "CUPY_CACHE_DIR": "/tmp/cupy"},
-                read_only=True, tmpfs=["/tmp"])
+    return tool_spec(cluster, f"{cluster['containers']['roll']}-{step}",
+                     f"dask-gpu-roll {step} for cluster {cluster['name']}", argv + list(args))
+
+
+def tool_spec(cluster: dict[str, Any], name: str, description: str, argv: list[str]) -> dict[str, Any]:
+    """One of the bundle's own tools (images/verify) as a client of the cluster on the scheduler host: the scheduler
+    image, the host's TLS material, no GPU, a read-only root (CuPy, imported when graphs are unpickled, caches in a
+    /tmp tmpfs)."""
+    spec = _base(cluster, name, description, cluster["images"]["scheduler"])
+    spec.update(argv=argv, env={**client_env(cluster), "CUPY_CACHE_DIR": "/tmp/cupy"}, read_only=True,
+                tmpfs=["/tmp"])
     return spec
 
 

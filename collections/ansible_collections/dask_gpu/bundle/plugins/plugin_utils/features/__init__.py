@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import Feature
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import (
+    autoscale,
     firewall,
     images,
     jobs,
@@ -14,4 +15,4 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import (
 )
 
 FEATURES: tuple[Feature, ...] = (images.FEATURE, monitoring.FEATURE, firewall.FEATURE, toolkit.FEATURE,
-                               jobs.FEATURE, notebook.FEATURE, polars.FEATURE)
+                               jobs.FEATURE, notebook.FEATURE, polars.FEATURE, autoscale.FEATURE)

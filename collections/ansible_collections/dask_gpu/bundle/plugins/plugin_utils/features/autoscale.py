@@ -1,0 +1,108 @@
+"""Feature `autoscale` (role dask_autoscale, docs/autoscale.md): worker hosts given back when idle and taken again
+when work waits. dask-gpu-autoscale (images/verify, autoscale.py) runs on the scheduler host and decides; an agent
+on each worker host starts and stops the host's worker unit. Its model part is `dask_cluster.autoscale`, its spec
+builder `autoscale_spec`; its checks refuse limits that cannot hold and a cluster without TLS (the agents and the
+autoscaler authenticate each other with the cluster's certificates)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
+    CheckInput,
+    ClusterInput,
+    Feature,
+    HostInput,
+)
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import cluster_paths
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.ports import span
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.spec import tls_files, tool_spec, wait_ports
+
+# Where the autoscaler keeps its state (state.json) and site.yml its pause file, inside its container.
+CONTAINER_STATE = "/autoscale"
+
+
+def enabled(settings: Mapping[str, Any]) -> bool:
+    return settings.get("dask_autoscale_enabled") is True
+
+
+def state_dir(settings: Mapping[str, Any]) -> str:
+    return f"{cluster_paths(settings)['data']}/autoscale"
+
+
+def host(inp: HostInput) -> dict[str, Any]:
+    """The scheduler host's port for the agents, and the autoscaler's state folder there."""
+    if not enabled(inp.settings) or not inp.model.get("scheduler"):
+        return {}
+    uid, gid = int(inp.settings["dask_container_uid"]), int(inp.settings["dask_container_gid"])
+    data = cluster_paths(inp.settings)["data"]
+    made = [] if inp.model.get("worker") else [{"path": data, "owner": 0, "group": 0, "mode": "0755",
+                                                 "remove": "empty"}]
+    return {"ports": {"dask_autoscale_port": span(int(inp.settings["dask_autoscale_port"])),
+                      "dask_autoscale_metrics_port": span(int(inp.settings["dask_autoscale_metrics_port"]))},
+            "folders": made + [{"path": state_dir(inp.settings), "owner": uid, "group": gid, "mode": "0750",
+                                "remove": "tree"}]}
+
+
+def cluster(inp: ClusterInput) -> dict[str, Any]:
+    settings, model = inp.settings, inp.model
+    if not enabled(settings):
+        return {"autoscale": {"enabled": False}}
+    counts = dict(model["workers_per_host"])
+    maximum = settings.get("dask_autoscale_maximum")
+    scheduler_ip = model["hosts"].get(inp.scheduler, "")
+    port = int(settings["dask_autoscale_port"])
+    return {"autoscale": {
+        "enabled": True, "minimum": int(settings["dask_autoscale_minimum"]),
+        "maximum": int(maximum) if maximum else int(model["expected_workers"]),
+        "idle": int(settings["dask_autoscale_idle"]), "cooldown": int(settings["dask_autoscale_cooldown"]),
+        "step_down": float(settings["dask_autoscale_step_down"]), "port": port,
+        "listen": f"{scheduler_ip}:{port}", "url": f"https://{scheduler_ip}:{port}",
+        # /metrics on the scheduler host's loopback (Prometheus scrapes it when it runs there).
+        "metrics": f"127.0.0.1:{int(settings['dask_autoscale_metrics_port'])}",
+        "state_dir": state_dir(settings),
+        "hosts": [{"name": name, "address": model["hosts"].get(name, ""), "workers": counts[name]}
+                  for name in model["worker_hosts"]]}}
+
+
+def autoscale_spec(cluster: dict[str, Any]) -> dict[str, Any]:
+    """dask-gpu-autoscale on the scheduler host: the scheduler image, the host's TLS material as the cluster's
+    client (to the scheduler) and server (to the agents), its state folder; no GPU, a read-only root."""
+    scale = cluster["autoscale"]
+    files = tls_files(cluster)
+    argv = ["dask-gpu-autoscale", "--scheduler", cluster["scheduler_address"]]
+    for host in scale["hosts"]:
+        argv += ["--host", f"{host['name']},{host['address']},{host['workers']}"]
+    argv += ["--minimum", str(scale["minimum"]), "--maximum", str(scale["maximum"]), "--idle", str(scale["idle"]),
+             "--cooldown", str(scale["cooldown"]), "--step-down", str(scale["step_down"]),
+             "--state", CONTAINER_STATE, "--listen", scale["listen"], "--metrics", scale["metrics"],
+             "--ca", files["ca"], "--cert", files["cert"], "--key", files["key"]]
+    spec = tool_spec(cluster, cluster["containers"]["autoscaler"], f"Autoscaler of cluster {cluster['name']}", argv)
+    spec["wait_ports"] = wait_ports([("tcp", scale["port"]), ("http", int(scale["metrics"].rpartition(":")[2]))])
+    spec["volumes"] = spec["volumes"] + [f"{scale['state_dir']}:{CONTAINER_STATE}"]
+    return spec
+
+
+def checks(inp: CheckInput) -> list[str]:
+    if inp.get("dask_autoscale_enabled") is not True or not inp.is_scheduler:
+        return []
+    problems: list[str] = []
+    minimum, maximum = inp.get("dask_autoscale_minimum"), inp.get("dask_autoscale_maximum")
+    workers = int(inp.cluster.get("expected_workers") or 0)
+    maximum = maximum or None  # 0: every worker
+    if isinstance(minimum, int) and isinstance(maximum, int) and minimum > maximum:
+        problems.append(f"dask_autoscale_minimum={minimum} is above dask_autoscale_maximum={maximum}")
+    for name, value in (("dask_autoscale_minimum", minimum), ("dask_autoscale_maximum", maximum)):
+        if isinstance(value, int) and value > workers:
+            problems.append(f"{name}={value} is above the {workers} workers the inventory's worker hosts run")
+    transport = inp.cluster.get("transport")
+    if inp.cluster.get("tls_off"):
+        problems.append(f"dask_autoscale_enabled needs the cluster's TLS (dask_transport={transport} turns it off): "
+                        "the agents and the autoscaler know each other by the cluster's certificates. Use tls or "
+                        "tls-ucx, or turn dask_autoscale_enabled off")
+    if not inp.cluster.get("worker_hosts"):
+        problems.append("dask_autoscale_enabled with no worker host to scale (dask_cuda_workers, dask_cpu_workers)")
+    return problems
+
+
+FEATURE = Feature(name="autoscale", role="dask_autoscale", host=host, cluster=cluster, checks=checks)

@@ -1,0 +1,5 @@
+#!/bin/sh
+# Rendered by playbooks/render-commands.yml for sched01: the dask-autoscaler command line and
+# environment exactly as its container runs them (container paths: /etc/dask/tls, /var/lib/dask). A GPU selection,
+# which the container gets as its only devices, is CUDA_VISIBLE_DEVICES here.
+exec env CUPY_CACHE_DIR=/tmp/cupy DASK_DASK_GPU__DATAFRAME__PARTITION_BYTES=1073741824 DASK_DASK_GPU__DATAFRAME__PARTITIONS_PER_WORKER=1 DASK_DASK_GPU__DATAFRAME__WORKERS=6 DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION=True DASK_DISTRIBUTED__COMM__TLS__CA_FILE=/etc/dask/tls/ca.crt DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT=/etc/dask/tls/host.crt DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY=/etc/dask/tls/host.key dask-gpu-autoscale --scheduler tls://127.0.0.1:8786 --host gpu01,127.0.0.1,2 --host gpu02,127.0.0.1,1 --host gpu03,127.0.0.1,2 --host bigmem01,127.0.0.1,1 --minimum 1 --maximum 6 --idle 600 --cooldown 120 --step-down 0.25 --state /autoscale --listen 127.0.0.1:8785 --metrics 127.0.0.1:8784 --ca /etc/dask/tls/ca.crt --cert /etc/dask/tls/host.crt --key /etc/dask/tls/host.key "$@"

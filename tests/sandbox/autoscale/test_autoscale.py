@@ -1,0 +1,191 @@
+"""Adaptive scaling in the sandbox (role dask_autoscale, docs/autoscale.md; molecule's side effect, after the fast
+rerun): the inventory runs the autoscaler with an idle time no suite reaches; this suite gives it a short idle time
+and a cooldown longer than it (strings, as -e gives them), then: the idle worker host goes, its data moved first; a
+rerun of site.yml leaves that scale alone (changed=0 on every host); work waiting brings the host back within 30 s,
+cycle after cycle, with exact answers; playbooks/verify.yml starts a released host for the verification, and passes
+although the host's worker is killed while it comes back; no release comes within the cooldown of the change before
+it. At its end every host is up, held so (the autoscaler's floor) for the rolling suite, next, which
+converges back to the inventory's settings (live.NEXT_TAKES_OVER); run alone, this suite converges back itself.
+DASK_SANDBOX_AUTOSCALE_CYCLES sets the cycles (CI: 1, and verify.yml's; by hand: 10)."""
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import live
+import pytest
+
+IDLE, COOLDOWN = 6, 12
+SETTINGS = ("-e", f"dask_autoscale_idle={IDLE}", "-e", f"dask_autoscale_cooldown={COOLDOWN}")
+CYCLES = int(os.environ.get("DASK_SANDBOX_AUTOSCALE_CYCLES", "1"))
+KEPT, RELEASED = live.WORKERS  # inventory order: the last host goes first; the first holds the minimum (1)
+AUTOSCALER, AGENT, WORKER = "dask-autoscaler", "dask-autoscale-agent", "dask-worker"
+# The burst: tasks of 1 s, more than the kept host's threads run in the time a host takes to come back.
+BURST, TASK_SECONDS = 60, 1.0
+
+
+def recap(output: str) -> dict[str, int]:
+    return {host: int(changed) for host, changed in re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", output, re.M)}
+
+
+def journal(host: str, unit: str, since: float) -> list[tuple[float, str]]:
+    """(time, message) of a unit's journal lines since a time."""
+    out = live.on_host(host, "journalctl", "-u", unit, "-o", "short-unix", "--no-pager", "--since",
+                       f"@{int(since)}").stdout
+    rows = []
+    for line in out.splitlines():
+        stamp, _, rest = line.partition(" ")
+        if re.fullmatch(r"[0-9.]+", stamp):
+            rows.append((float(stamp), rest.split(": ", 1)[-1]))
+    return rows
+
+
+def decisions(since: float) -> list[tuple[float, str]]:
+    return [(at, line) for at, line in journal(live.SCHEDULER, AUTOSCALER, since)
+            if line.startswith(("scale up:", "scale down:"))]
+
+
+def state(host: str) -> str:
+    return live.unit_property(host, WORKER, "ActiveState")
+
+
+def wait_released(timeout: float = IDLE + COOLDOWN + 40) -> float:
+    return live.wait_until(lambda: state(RELEASED) in ("inactive", "failed"), timeout,
+                           f"{RELEASED}'s worker unit stopped by its agent")
+
+
+FLOOR = "/var/lib/dask/autoscale/floor"
+
+
+def every_host_up(seconds: int) -> None:
+    """Every worker host up, asked for as playbooks/verify.yml asks (the autoscaler's floor, for `seconds`)."""
+    live.on_host(live.SCHEDULER, "sh", "-c",
+                 f"printf '{{\"workers\": {len(live.WORKERS)}, \"until\": {int(time.time()) + seconds}}}' > {FLOOR}")
+    with live.connect(timeout=60) as client:
+        client.wait_for_workers(len(live.WORKERS), timeout=120)
+
+
+@pytest.fixture(scope="module")
+def scaled() -> Iterator[float]:
+    since = time.time() - 1
+    run = live.playbook("site.yml", *SETTINGS, timeout=1500)
+    assert run.returncode == 0, run.stdout[-4000:]
+    every_host_up(120)  # whatever an earlier run left released
+    live.on_host(live.SCHEDULER, "rm", "-f", FLOOR)
+    yield since
+    if live.next_takes_over():
+        # The rolling suite, next, converges back to the inventory's settings (an idle time no suite reaches); every
+        # host stays up for it until then (the floor lapses by itself).
+        every_host_up(900)
+        return
+    assert live.playbook("site.yml", timeout=1500).returncode == 0
+    every_host_up(300)
+    live.on_host(live.SCHEDULER, "rm", "-f", FLOOR)
+
+
+def test_an_idle_host_goes_after_its_data_moved(scaled: float) -> None:
+    with live.connect(timeout=60) as client:
+        client.wait_for_workers(len(live.WORKERS), timeout=120)
+        there = [worker["address"] for worker in live.by_host(client)[RELEASED]]
+        data = [client.submit(lambda n: list(range(n)), n, workers=there, pure=False) for n in range(20)]
+        client.gather(data)
+        idle_from = time.monotonic()
+        seconds = wait_released()
+        assert [len(future.result()) for future in data] == list(range(20))  # moved before the unit stopped
+        live.wait_until(lambda: not live.by_host(client)[RELEASED], 30, f"{RELEASED} gone from the scheduler")
+        assert len(live.by_host(client)[KEPT]) == 1
+    down = [line for _, line in decisions(scaled) if line.startswith("scale down:")]
+    assert down and RELEASED in down[0] and f"retired {RELEASED} (data moved)" in down[0], down
+    stops = [line for _, line in journal(RELEASED, AGENT, scaled) if line.startswith(f"stop {WORKER}")]
+    assert stops and "exit 0" in stops[-1], stops
+    live.record("autoscale", {"step": "idle host released", "idle_s": IDLE, "seconds": round(seconds, 1),
+                              "within": f"idle + 30 s: {time.monotonic() - idle_from <= IDLE + 30 + COOLDOWN}"})
+
+
+def test_a_rerun_of_site_yml_leaves_the_scale_alone(scaled: float) -> None:
+    run = live.playbook("site.yml", *SETTINGS, timeout=1500)
+    assert run.returncode == 0, run.stdout[-4000:]
+    counts = recap(run.stdout)
+    assert set(counts) >= {live.SCHEDULER, *live.WORKERS} and not any(counts.values()), counts
+    assert state(RELEASED) in ("inactive", "failed"), "site.yml started the released host"
+
+
+def one_cycle(client: Any, cycle: int) -> dict[str, Any]:
+    """Work waits on the kept host: the released one comes back and computes; exact answers."""
+    seconds = TASK_SECONDS
+
+    def task(value: int) -> tuple[int, str]:  # local: pickled by value (the workers cannot import this module)
+        from distributed import get_worker
+
+        time.sleep(seconds)
+        return value * value, str(get_worker().name)
+
+    wait_released()
+    started = time.time()
+    futures = client.map(task, range(BURST), pure=False)
+    unit_at = live.wait_until(lambda: state(RELEASED) in ("active", "activating"), 60,
+                              f"{RELEASED} started for waiting work") + started
+    live.wait_until(lambda: live.by_host(client)[RELEASED], 60, f"{RELEASED}'s worker registered")
+    registered_at = time.time()
+    results = client.gather(futures)
+    assert sorted(value for value, _ in results) == [n * n for n in range(BURST)]
+    ran_there = sum(1 for _, name in results if name.startswith(RELEASED))
+    assert ran_there > 0, f"cycle {cycle}: no task ran on {RELEASED}"
+    up = [at for at, line in decisions(started) if line.startswith("scale up:") and RELEASED in line]
+    assert up, f"cycle {cycle}: no scale-up decision"
+    return {"step": f"cycle {cycle}",
+            "decision_s": round(up[0] - started, 1), "unit_start_s": round(unit_at - up[0], 1),
+            "registered_s": round(registered_at - unit_at, 1), "computing_within_s": round(registered_at - started, 1),
+            "tasks_on_released_host": ran_there, "answers_exact": True}
+
+
+def test_waiting_work_brings_the_host_back_cycle_after_cycle_with_exact_answers(scaled: float) -> None:
+    with live.connect(timeout=60) as client:
+        for cycle in range(1, CYCLES + 1):
+            row = one_cycle(client, cycle)
+            live.record("autoscale", row)
+            assert row["computing_within_s"] <= 30, row
+
+
+def test_verify_starts_a_released_host_whose_worker_is_killed_while_it_comes_back(scaled: float) -> None:
+    """playbooks/verify.yml asks for every worker; the released host starts, its worker container is killed while it
+    comes back (systemd starts it again), and the verification of every worker passes."""
+    wait_released()
+    started = time.time()
+    result: dict[str, Any] = {}
+
+    def verify() -> None:
+        result["run"] = live.playbook("playbooks/verify.yml", timeout=900)
+
+    runner = threading.Thread(target=verify)
+    runner.start()
+    live.wait_until(lambda: state(RELEASED) in ("active", "activating"), 120, f"{RELEASED} started for verify.yml")
+    live.wait_until(lambda: live.on_host(RELEASED, "docker", "kill", WORKER, check=False).returncode == 0, 60,
+                    f"{WORKER} killed on {RELEASED} while it comes back")
+    killed = time.time()
+    runner.join(timeout=900)
+    run = result["run"]
+    assert run.returncode == 0, run.stdout[-4000:]
+    assert f"starting the released hosts {RELEASED}" in " ".join(run.stdout.split()), run.stdout[-3000:]
+    restarts = int(live.unit_property(RELEASED, WORKER, "NRestarts") or 0)
+    assert restarts >= 1, f"{WORKER} on {RELEASED} was not started again by systemd after the kill"
+    up = [at for at, line in decisions(started) if line.startswith("scale up:") and RELEASED in line]
+    assert up and up[0] < killed, decisions(started)
+    assert live.on_host(live.SCHEDULER, "test", "-e", FLOOR, check=False).returncode == 1  # lifted after it
+    live.record("autoscale", {"step": "verify.yml with a released host, its worker killed while it came back",
+                              "decision_s": round(up[0] - started, 1), "restarts": restarts,
+                              "verify_s": round(time.time() - started, 1)})
+
+
+def test_no_release_comes_within_the_cooldown_of_the_change_before_it(scaled: float) -> None:
+    made = decisions(scaled)
+    assert len(made) >= 2 + 2 * CYCLES, made
+    gaps = [round(at - made[index - 1][0], 1) for index, (at, line) in enumerate(made)
+            if index and line.startswith("scale down:")]
+    assert gaps and min(gaps) >= COOLDOWN, gaps
+    live.record("autoscale", {"step": "cooldown", "cooldown_s": COOLDOWN, "shortest_gap_before_a_release_s": min(gaps),
+                              "decisions": len(made)})

@@ -1,0 +1,84 @@
+"""dask-gpu-autoscale's decisions (autoscale_policy), from what it observed, without Dask or a clock."""
+from __future__ import annotations
+
+from dask_gpu_verify.autoscale_policy import DOWN, UP, Config, Decision, Host, Seen, State, apply, decide, observe
+
+HOSTS = (Host("w1", "10.0.0.1", 4), Host("w2", "10.0.0.2", 4), Host("w3", "10.0.0.3", 4), Host("w4", "10.0.0.4", 4))
+
+
+def config(**changes: object) -> Config:
+    values: dict[str, object] = {"hosts": HOSTS, "minimum": 4, "maximum": 16, "idle": 60.0, "cooldown": 30.0,
+                                 "step_down": 0.5}
+    values.update(changes)
+    return Config(**values)  # type: ignore[arg-type]
+
+
+def all_up(state: State, cfg: Config) -> dict[str, Seen]:
+    state.ensure(cfg.hosts)
+    return {host.name: Seen(host.workers, False) for host in cfg.hosts}
+
+
+def test_idle_hosts_go_after_the_idle_time_last_first_within_the_step_and_never_below_the_minimum() -> None:
+    cfg, state = config(), State()
+    seen = all_up(state, cfg)
+    observe(state, cfg, seen, now=1000.0)
+    assert decide(state, cfg, seen, adaptive=0, now=1030.0).kind == "hold"  # idle 30 s of 60
+    decision = decide(state, cfg, seen, adaptive=0, now=1061.0)
+    # step 0.5 of 16 workers: 8 at most; last in inventory order first
+    assert (decision.kind, decision.hosts, decision.target) == (DOWN, ("w4", "w3"), 4), decision.line
+    apply(state, decision, decision.hosts, now=1061.0)
+    seen.update(w3=Seen(0, False), w4=Seen(0, False))
+    observe(state, cfg, seen, now=1062.0)
+    assert "cooldown" in decide(state, cfg, seen, adaptive=0, now=1080.0).line
+    decision = decide(state, cfg, seen, adaptive=0, now=1100.0)
+    assert (decision.kind, decision.hosts) == (DOWN, ("w2",)), decision.line  # w1 holds the minimum
+    apply(state, decision, decision.hosts, now=1100.0)
+    seen["w2"] = Seen(0, False)
+    assert decide(state, cfg, seen, adaptive=0, now=2000.0).kind == "hold"
+
+
+def test_a_busy_or_starting_host_never_goes() -> None:
+    cfg, state = config(minimum=0), State()
+    seen = all_up(state, cfg)
+    seen.update(w4=Seen(4, True), w3=Seen(2, False))  # w4 computes; w3 has two of its four workers
+    observe(state, cfg, seen, now=0.0)
+    decision = decide(state, cfg, seen, adaptive=0, now=1000.0)
+    assert decision.hosts == ("w2", "w1"), decision.line
+
+
+def test_work_waiting_starts_released_hosts_at_once_in_inventory_order_up_to_the_maximum() -> None:
+    cfg, state = config(maximum=12), State()
+    seen = all_up(state, cfg)
+    for name in ("w2", "w3", "w4"):
+        state.desired[name] = DOWN
+        seen[name] = Seen(0, False)
+    state.last_change = 100.0
+    decision = decide(state, cfg, seen, adaptive=40, now=101.0)  # no cooldown for scale-up
+    assert (decision.kind, decision.hosts, decision.target) == (UP, ("w2", "w3"), 12), decision.line
+    apply(state, decision, decision.hosts, now=101.0)
+    assert state.generation == {"w1": 0, "w2": 1, "w3": 1, "w4": 0}
+    # Hosts starting count as up: no second start while their workers register.
+    assert decide(state, cfg, seen, adaptive=40, now=102.0).kind == "hold"
+
+
+def test_the_minimum_rounds_up_to_whole_hosts_and_the_floor_brings_every_host() -> None:
+    cfg, state = config(minimum=5), State()
+    seen = all_up(state, cfg)
+    for name in ("w2", "w3", "w4"):
+        state.desired[name] = DOWN
+    decision = decide(state, cfg, seen, adaptive=0, now=0.0)
+    assert decision.hosts == ("w2",), decision.line  # 4 workers < 5: one more host, 8
+    state.desired["w2"] = UP
+    decision = decide(state, cfg, seen, adaptive=0, now=0.0, floor=16)
+    assert decision.hosts == ("w3", "w4") and "floor 16" in decision.line, decision.line
+
+
+def test_state_survives_a_restart_and_follows_the_inventory() -> None:
+    cfg, state = config(), State()
+    all_up(state, cfg)
+    apply(state, Decision(DOWN, ("w4",), 4, "scale down"), ("w4",), now=5.0)
+    again = State.from_json(state.to_json())
+    again.ensure(HOSTS[:3])  # w4 left the inventory (retired)
+    assert again.desired == {"w1": UP, "w2": UP, "w3": UP} and again.last_change == 5.0
+    again.ensure(HOSTS)
+    assert again.desired["w4"] == UP

@@ -1,0 +1,129 @@
+"""dask-gpu-autoscale against real `dask scheduler` and `dask worker` processes on two loopback "hosts", its agents'
+endpoint asked over mutual TLS as the agents ask it. The test stands in for the agents' systemctl: it stops a host's
+worker process when the host is marked down and starts one when it is marked up (tests/sandbox/autoscale runs the
+real agents and units)."""
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import LocalDask
+from distributed import Client
+
+HOSTS = {"w1": "127.0.0.1", "w2": "127.0.0.2"}
+
+
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def certificates(folder: Path) -> dict[str, Path]:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate, as the cluster's CA signs host ones."""
+    ca_key, ca = folder / "ca.key", folder / "ca.crt"
+    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", str(ca_key),
+             "-out", str(ca), "-days", "1", "-subj", "/CN=test Dask CA")
+    made = {"ca": ca}
+    for name in ("server", "client", "stranger"):
+        key, csr, crt = folder / f"{name}.key", folder / f"{name}.csr", folder / f"{name}.crt"
+        _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", str(key),
+                 "-out", str(csr), "-subj", f"/CN={name}")
+        ext = folder / f"{name}.ext"
+        ext.write_text("subjectAltName=IP:127.0.0.1\n")
+        if name == "stranger":  # signed by itself: not the cluster's
+            _openssl("x509", "-req", "-in", str(csr), "-signkey", str(key), "-out", str(crt), "-days", "1")
+        else:
+            _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
+                     "-out", str(crt), "-days", "1", "-extfile", str(ext))
+        made[f"{name}_key"], made[name] = key, crt
+    return made
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def ask(url: str, files: dict[str, Path], who: str = "client") -> dict[str, Any]:
+    context = ssl.create_default_context(cafile=str(files["ca"]))
+    context.load_cert_chain(str(files[who]), str(files[f"{who}_key"]))
+    with urllib.request.urlopen(url, timeout=5, context=context) as answer:  # noqa: S310 (https)
+        return dict(json.loads(answer.read()))
+
+
+def wait_until(check: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.5)
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
+def test_idle_host_is_retired_then_released_and_work_brings_it_back(cluster: LocalDask, tmp_path: Path) -> None:
+    files = certificates(tmp_path)
+    address = cluster.start_scheduler()
+    workers = {name: cluster.start_worker(name, host=ip) for name, ip in HOSTS.items()}
+    port = free_port()
+    state = tmp_path / "state"
+    state.mkdir()
+    log = open(tmp_path / "autoscale.log", "wb")  # noqa: SIM115 (closed below)
+    service = subprocess.Popen(
+        [sys.executable, "-m", "dask_gpu_verify.autoscale", "--scheduler", address,
+         *[arg for name, ip in HOSTS.items() for arg in ("--host", f"{name},{ip},1")],
+         "--minimum", "1", "--maximum", "2", "--idle", "3", "--cooldown", "2", "--step-down", "0.5",
+         "--interval", "0.5", "--state", str(state), "--listen", f"127.0.0.1:{port}",
+         "--ca", str(files["ca"]), "--cert", str(files["server"]), "--key", str(files["server_key"])],
+        stdout=log, stderr=subprocess.STDOUT)
+    url = f"https://127.0.0.1:{port}"
+    try:
+        with Client(address, timeout=30) as client:
+            client.wait_for_workers(2, timeout=60)
+            on_w2 = [w for w, info in client.scheduler_info(n_workers=-1)["workers"].items()
+                     if info["host"] == HOSTS["w2"]]
+            data = [client.submit(lambda i: list(range(i)), n, pure=False, workers=on_w2) for n in range(10)]
+            client.gather(data)
+            # Idle: w2 (last) is retired, its keys moved, then marked down; w1 holds the minimum.
+            down = wait_until(lambda: ask(f"{url}/v1/hosts/w2", files)["desired"] == "down", 60, "w2 released")
+            assert down and ask(f"{url}/v1/hosts/w1", files)["desired"] == "up"
+            assert [len(f.result()) for f in data] == list(range(10))  # nothing lost: the keys live on w1
+            assert all(len(f.result()) == i for i, f in enumerate(data))
+            # The agents' stand-in: the unit stops.
+            workers["w2"].terminate()
+            workers["w2"].wait(timeout=30)
+            # Work waits (more than one worker can run at once): w2 is wanted again.
+            slow = client.map(lambda i: time.sleep(1.5) or i, range(40), pure=False)
+            generation = ask(f"{url}/v1/hosts/w2", files)["generation"]
+            wait_until(lambda: ask(f"{url}/v1/hosts/w2", files)["desired"] == "up", 60, "w2 wanted again")
+            assert ask(f"{url}/v1/hosts/w2", files)["generation"] == generation + 1
+            cluster.start_worker("w2", host=HOSTS["w2"])  # the stand-in starts the unit
+            assert sum(client.gather(slow)) == sum(range(40))
+            metrics = urllib_metrics(url, files)
+            assert "dask_autoscale_desired_workers 2" in metrics, metrics
+        # Only the cluster's certificates are answered.
+        with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+            ask(f"{url}/v1/hosts/w1", files, who="stranger")
+        lines = (tmp_path / "autoscale.log").read_text()
+        assert "scale down:" in lines and "scale up:" in lines and "retired w2 (data moved)" in lines, lines
+        assert json.loads((state / "state.json").read_text())["desired"] == {"w1": "up", "w2": "up"}
+    finally:
+        service.terminate()
+        service.wait(timeout=15)
+        log.close()
+
+
+def urllib_metrics(url: str, files: dict[str, Path]) -> str:
+    context = ssl.create_default_context(cafile=str(files["ca"]))
+    context.load_cert_chain(str(files["client"]), str(files["client_key"]))
+    with urllib.request.urlopen(f"{url}/metrics", timeout=5, context=context) as answer:  # noqa: S310 (https)
+        return str(answer.read().decode())
