@@ -37,7 +37,8 @@ def blue_vars() -> dict[str, Any]:
     user's own image (OWN_IMAGE, built on the controller, the build host) sent to every host by archive, no
     JupyterLab (the own image has none) and none of the inventory's extra packages (an own image brings its own)."""
     common = {"dask_cluster_name": "blue", "dask_scheduler_port": 9786, "dask_dashboard_port": 9787,
-              "dask_worker_http_port": 9790, "dask_autoscale_port": 9785, "dask_data_dir": USER_DATA,
+              "dask_worker_http_port": 9790, "dask_autoscale_port": 9785,
+              "dask_autoscale_metrics_port": 9784, "dask_data_dir": USER_DATA,
               "dask_controller_dir": str(live.ephemeral_dir() / "artifacts-blue"), "dask_monitoring_enabled": False}
     if BLUE_OWN:
         return {**common, "dask_images_worker_image": OWN_IMAGE, "dask_images_distribution": "archive",

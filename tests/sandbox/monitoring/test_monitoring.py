@@ -77,8 +77,8 @@ def test_every_target_of_the_inventory_is_scraped_and_up(targets: list[dict[str,
     for target in targets:
         jobs.setdefault(target["labels"]["job"], []).append(target["labels"].get("host", ""))
     # One scheduler, one worker per worker host (CPU mode here), node exporter on every host.
-    assert sorted(jobs) == ["dask-scheduler", "dask-workers", "node", "prometheus"], jobs
-    assert jobs["dask-scheduler"] == [live.SCHEDULER]
+    assert sorted(jobs) == ["dask-autoscale", "dask-scheduler", "dask-workers", "node", "prometheus"], jobs
+    assert jobs["dask-scheduler"] == [live.SCHEDULER] and jobs["dask-autoscale"] == [live.SCHEDULER]
     assert sorted(jobs["dask-workers"]) == sorted(live.WORKERS)
     assert sorted(jobs["node"]) == sorted(HOSTS)
     workers = [t["scrapeUrl"] for t in targets if t["labels"]["job"] == "dask-workers"]
