@@ -8,6 +8,7 @@ set -euo pipefail
 mirror="$(bash "$(dirname "$0")/debian-mirror.sh")"  # the machine's own apt mirror (or DEBIAN_MIRROR)
 suites=("$@")
 if [ ${#suites[@]} -eq 0 ]; then
+  # shellcheck source=scripts/dotenv.sh
   . "$(dirname "$0")/dotenv.sh"
   [ -n "$BASE_SUITE" ] || { echo "[base-images] BASE_IMAGE=$BASE_IMAGE is not made here (only debian:SUITE-slim)"; exit 0; }
   suites=("$BASE_SUITE")

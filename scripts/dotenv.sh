@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced (`. scripts/dotenv.sh`), not run: exports .env's image settings (RAPIDS_RELEASE, CUDA_MAJOR, PROFILE,
 # BASE_IMAGE) as defaults, the environment winning, and BASE_SUITE: the Debian suite of a BASE_IMAGE of the form
 # debian:SUITE-slim (what scripts/base-images.sh makes locally), empty for any other base image.

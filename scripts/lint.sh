@@ -5,16 +5,16 @@ cd "$(dirname "$0")/.."
 bin=.venv/bin
 $bin/yamllint --strict .
 $bin/ansible-lint --profile production
-$bin/ruff check images/verify scripts tests collections roles/*/filter_plugins roles/gpu_facts/files roles/dask/files examples
+$bin/ruff check images/verify scripts tests collections roles/*/filter_plugins roles/gpu_facts/files roles/dask/files roles/dask_autoscale/files examples
 $bin/mypy --ignore-missing-imports --strict --allow-untyped-calls images/verify/src
 MYPYPATH=collections $bin/mypy --ignore-missing-imports --strict --namespace-packages --explicit-package-bases \
   collections/ansible_collections/dask_gpu/bundle/plugins scripts/compose-gen.py
 $bin/mypy --ignore-missing-imports --strict roles/gpu_facts/filter_plugins roles/gpu_facts/files/gpu_facts.py
 $bin/mypy --ignore-missing-imports --strict tests/monitoring
 $bin/mypy --ignore-missing-imports --strict roles/dask/files/wait_ports.py tests/gpu/harness.py tests/gpu/frames_scaling.py \
-  tests/gpu/polars_scaling.py tests/gpu/carried.py tests/gpu/units.py tests/gpu/containers.py tests/gpu/proofs.py
-# The GPU proofs' bash (tests/gpu/README.md). scripts/*.sh is not covered yet: 6 findings there (dotenv.sh has no shell
-# directive; run-tests.sh, sandbox.sh, base-images.sh: notes).
-$bin/shellcheck tests/gpu/*.sh
+  tests/gpu/polars_scaling.py tests/gpu/carried.py tests/gpu/units.py tests/gpu/containers.py tests/gpu/proofs.py \
+  tests/gpu/autoscale_release.py roles/dask_autoscale/files/autoscale_agent.py
+# Every bash script: the project's and the GPU proofs' (tests/gpu/README.md); -x follows the files they source.
+$bin/shellcheck -x scripts/*.sh tests/gpu/*.sh
 $bin/mypy --ignore-missing-imports --strict --allow-untyped-calls examples/jobs
 $bin/mypy --ignore-missing-imports --strict --allow-untyped-calls tests/fleet

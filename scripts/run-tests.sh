@@ -28,6 +28,7 @@ step "images"
 # built every run, its packages imported (without a GPU) and checked with pip check by the build itself; the sandbox
 # does not run it (docs/polars.md: its proofs run on lent GPU machines).
 . scripts/dotenv.sh
+# shellcheck disable=SC2153 # PROFILE comes from .env, through scripts/dotenv.sh
 for profile in "$PROFILE" polars; do
   started=$(date +%s)
   PROFILE="$profile" bash scripts/build-images.sh >reports-build.log 2>&1 || { tail -40 reports-build.log; exit 1; }
@@ -45,6 +46,7 @@ done
 SANDBOX_DISK_GB=${SANDBOX_DISK_GB:-42}
 keep="^dask-gpu-(scheduler|worker):$RAPIDS_RELEASE-cuda$CUDA_MAJOR-($PROFILE|polars)$"
 stale=$(docker images --format '{{.Repository}}:{{.Tag}}' | grep -E '(^|/)dask-gpu-(scheduler|worker):' | grep -Ev "$keep" || true)
+# shellcheck disable=SC2086 # one image reference a word
 [ -z "$stale" ] || docker rmi $stale >/dev/null || echo "some earlier images are in use: kept"
 docker image prune -f >/dev/null
 free_gb() { df -BG --output=avail / | tail -1 | tr -dc '0-9'; }
@@ -66,6 +68,7 @@ timed browser bash scripts/setup-browser.sh
 # effect lets them run after it.
 step "lint, then pytest, started beside the sandbox's feature suites (output below, after the sandbox's)"
 side="$(mktemp -d)"
+# shellcheck disable=SC2016 # the script is expanded by the inner bash
 SIDE="$side" setsid bash -c '
   until [ -e "$SIDE/go" ]; do sleep 5; done
   started=$(date +%s)

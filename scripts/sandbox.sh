@@ -33,7 +33,9 @@ case "$action" in
     molecule converge
     echo "[sandbox] converged in $(( $(date +%s) - started )) s"
     molecule verify
+    # shellcheck disable=SC2012 # the newest first; molecule names its folders molecule.XXXX.default
     bundle="$(ls -t "$HOME"/.ansible/tmp/molecule.*.default/artifacts/client/env.sh 2>/dev/null | head -1 || true)"
+    # shellcheck disable=SC2012 # as above
     inventory="$(ls -td "$HOME"/.ansible/tmp/molecule.*.default 2>/dev/null | head -1 || true)/inventory"
     cat <<MSG
 
