@@ -31,14 +31,15 @@ def test_unit_restarts_forever_with_a_delay(host) -> None:
 
 
 def units(host) -> list[str]:
-    """The bundle's containers on the host: the scheduler and JupyterLab (on in the sandbox), or the workers."""
-    return [unit(host), "dask-notebook"] if role(host) == "scheduler" else [unit(host)]
+    """The bundle's containers on the host: the scheduler, JupyterLab and the autoscaler (on in the sandbox), or the
+    workers."""
+    return [unit(host), "dask-notebook", "dask-autoscaler"] if role(host) == "scheduler" else [unit(host)]
 
 
-@pytest.mark.parametrize("index", [0, 1])
+@pytest.mark.parametrize("index", [0, 1, 2])
 def test_container_runs_as_non_root_without_capabilities(host, index: int) -> None:
     if index >= len(units(host)):
-        pytest.skip("no second container on a worker host")
+        pytest.skip("a worker host runs one container")
     name = units(host)[index]
     config = json.loads(host.check_output(f"docker inspect {name}"))[0]
     assert config["Config"]["User"] == f"{CONTAINER_UID}:{CONTAINER_UID}"

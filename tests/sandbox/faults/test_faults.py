@@ -208,15 +208,19 @@ def test_an_interrupted_converge_then_a_full_run_converges_cleanly() -> None:
     with live.connect() as client:
         assert {w["nthreads"] for w in live.workers(client).values()} == {live.THREADS}
         assert len(live.workers(client)) == 2
-    # the sandbox runs JupyterLab beside the scheduler: one container and one unit of each, no more, and the firewall's
-    # own unit (no container); units only named by another one's ordering ("not-found") are not units of the host
-    expected = {"dask-sched": ["dask-notebook", "dask-scheduler"], **{h: ["dask-worker"] for h in live.WORKERS}}
+    # the sandbox runs JupyterLab and the autoscaler beside the scheduler: one container and one unit of each, no more,
+    # and the host units without a container (the firewall's; the autoscale agent on worker hosts); units only named by
+    # another one's ordering ("not-found") are not units of the host
+    expected = {"dask-sched": ["dask-autoscaler", "dask-notebook", "dask-scheduler"],
+                **{h: ["dask-worker"] for h in live.WORKERS}}
+    host_units = {"dask-sched": ["dask-firewall"],
+                  **{h: ["dask-autoscale-agent", "dask-firewall"] for h in live.WORKERS}}
     for host, containers in expected.items():
         names = live.on_host(host, "docker", "ps", "-a", "--format", "{{.Names}}").stdout.split()
         assert sorted(n for n in names if n.startswith("dask-")) == containers, (host, names)
         units = live.on_host(host, "systemctl", "list-units", "--all", "--plain", "--no-legend", "dask-*").stdout
         loaded = [line.split()[0] for line in units.strip().splitlines() if line.split()[1] != "not-found"]
-        assert sorted(loaded) == sorted(f"{c}.service" for c in [*containers, "dask-firewall"]), (host, units)
+        assert sorted(loaded) == sorted(f"{c}.service" for c in [*containers, *host_units[host]]), (host, units)
     live.record("faults", {"fault": "site.yml killed after the worker units changed, before their restart",
                            "expected": "the next full run restarts the stale workers; nothing duplicated",
                            "observed": f"workers run the new settings ({live.THREADS} threads); one container and "

@@ -110,7 +110,7 @@ def test_the_deployed_configuration_and_rules_pass_promtool() -> None:
         assert result.returncode == 0, result.stdout + result.stderr
     rules = api("/api/v1/rules")["groups"]
     names = sorted(rule["name"] for group in rules for rule in group["rules"])
-    assert len(names) == 10 and {"DaskWorkersMissing", "DaskGPUUnhealthy"} <= set(names), names
+    assert len(names) == 12 and {"DaskWorkersMissing", "DaskGPUUnhealthy", "DaskAutoscaleBehind"} <= set(names), names
 
 
 def test_every_dashboard_panel_returns_series(targets: list[dict[str, Any]]) -> None:
