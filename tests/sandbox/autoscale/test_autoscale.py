@@ -93,8 +93,7 @@ def test_an_idle_host_goes_after_its_data_moved(scaled: float) -> None:
         there = [worker["address"] for worker in live.by_host(client)[RELEASED]]
         data = [client.submit(lambda n: list(range(n)), n, workers=there, pure=False) for n in range(20)]
         client.gather(data)
-        idle_from = time.monotonic()
-        seconds = wait_released()
+        seconds = wait_released()  # from the moment its work was done: idle from then
         assert [len(future.result()) for future in data] == list(range(20))  # moved before the unit stopped
         live.wait_until(lambda: not live.by_host(client)[RELEASED], 30, f"{RELEASED} gone from the scheduler")
         assert len(live.by_host(client)[KEPT]) == 1
@@ -102,8 +101,8 @@ def test_an_idle_host_goes_after_its_data_moved(scaled: float) -> None:
     assert down and RELEASED in down[0] and f"retired {RELEASED} (data moved)" in down[0], down
     stops = [line for _, line in journal(RELEASED, AGENT, scaled) if line.startswith(f"stop {WORKER}")]
     assert stops and "exit 0" in stops[-1], stops
-    live.record("autoscale", {"step": "idle host released", "idle_s": IDLE, "seconds": round(seconds, 1),
-                              "within": f"idle + 30 s: {time.monotonic() - idle_from <= IDLE + 30 + COOLDOWN}"})
+    live.record("autoscale", {"step": "idle host released", "idle_s": IDLE, "seconds": round(seconds, 1)})
+    assert seconds <= IDLE + 30, f"released {seconds:.1f} s after its work ended (idle {IDLE} s + 30 s at most)"
 
 
 def test_a_rerun_of_site_yml_leaves_the_scale_alone(scaled: float) -> None:
