@@ -4,7 +4,8 @@ partitioning makes N GPUs count, strong and weak scaling of the seeds-like ETL, 
 interleaved passes, the transports, and dask-cuda's merge benchmark. Run on a lent GPU machine by
 tests/gpu/gpu-proof-scaling.sh (which installs the carried wheels); each phase is data (variants and runs) below.
 
-    python3 tests/gpu/frames_scaling.py --out OUT --phase sweep|transports [--budget SECONDS]
+    python3 tests/gpu/frames_scaling.py --out OUT --phase PHASE [--budget SECONDS]   (sweep, transports, change,
+    pool, defaults, shipped)
 
 Every cluster is rendered by playbooks/render-commands.yml from inventory settings (tests/gpu/harness.py) and run as
 the units run it: `dask scheduler` and `dask cuda worker` with what the bundle ships (no RMM pool unless a variant
@@ -68,6 +69,12 @@ def variants(gpus: int) -> dict[str, dict[str, Any]]:
         found[f"{transport}-{gpus}"] = {**FULL, "dask_transport": transport, **ack}
     found = {name: {**settings, **ports(block)} for block, (name, settings) in enumerate(found.items())}
     found["defaults-1"] = {"dask_image_profile": "full", "dask_worker_gpus": ["0"], **ports(len(found))}
+    # The shipped phase: the full profile as it ships (its auto RMM pool of 0.8, CuPy from it), tls-ucx on GPU 0 and
+    # on every GPU, tls (the default transport) on every GPU.
+    for name, settings in (("shipped-tls-ucx-1", {"dask_transport": "tls-ucx", **UCX, **one}),
+                           (f"shipped-tls-ucx-{gpus}", {"dask_transport": "tls-ucx", **UCX}),
+                           (f"shipped-tls-{gpus}", {"dask_transport": "tls"})):
+        found[name] = {"dask_image_profile": "full", **settings, **ports(len(found))}
     for transport in CHANGE:
         found[f"change-{transport}"] = {**FULL, "dask_transport": transport, **(PLAIN if transport == "ucx" else {}),
                                         **(UCX if "ucx" in transport else {})}
@@ -277,6 +284,36 @@ def transports(ctx: Context, per_gpu: float, per_gpu_big: float) -> None:
         cluster.stop()
 
 
+def shipped(ctx: Context, merge_rows: int) -> None:
+    """The full profile as it ships (auto RMM pool): the ETL at 96 M rows on one GPU and on every GPU, and at N x the
+    rows on every GPU (weak scaling), over tls-ucx, then tls; local_cudf_merge at the same rows per GPU on 1 and N."""
+    n = ctx.gpus
+    for rows in (ROWS, ROWS * n):
+        ctx.record({"run": f"data-{rows // 1_000_000}M", "kind": "data", **make_data(rows)})
+    one = up(ctx, "shipped-tls-ucx-1")
+    if one:
+        etl_run(ctx, "shipped-tls-ucx-1", ROWS, 4)  # a file a partition: the fewest the ETL can cut
+        one.stop()
+    many = up(ctx, f"shipped-tls-ucx-{n}")
+    if many:
+        for partitions in (max(4, n), max(8, 2 * n)):
+            etl_run(ctx, f"shipped-tls-ucx-{n}", ROWS, partitions)
+        etl_run(ctx, f"shipped-tls-ucx-{n}", ROWS * n, 4 * n)  # a file a partition
+        if not ctx.dry_run:
+            merge_run(ctx, f"shipped-tls-ucx-{n}", 4, merge_rows)
+        many.stop()
+    one = up(ctx, "shipped-tls-ucx-1")
+    if one:
+        if not ctx.dry_run:
+            merge_run(ctx, "shipped-tls-ucx-1", 4, merge_rows)
+        one.stop()
+    default = up(ctx, f"shipped-tls-{n}")
+    if default:
+        etl_run(ctx, f"shipped-tls-{n}", ROWS, max(4, n))
+        etl_run(ctx, f"shipped-tls-{n}", ROWS * n, 4 * n)
+        default.stop()
+
+
 def change(ctx: Context) -> None:
     """tls -> tls-ucx -> ucx -> tls on the same ports, the verification client on every GPU each time."""
     for transport in (*CHANGE, CHANGE[0]):
@@ -316,7 +353,7 @@ def summary(ctx: Context, rows: list[dict[str, Any]]) -> str:
               f"| transport | 1 GPU {ROWS / 1e6:g} M s | {n} GPUs {ROWS / 1e6:g} M s | strong (1/N time) | "
               f"{n} GPUs {n} x rows s | weak (throughput) |",
               "| --- | --- | --- | --- | --- | --- |"]
-    for transport in ("tcp", "tls", "tls-ucx", "ucx"):
+    for transport in ("tcp", "tls", "tls-ucx", "ucx", "shipped-tls-ucx", "shipped-tls"):
         def fastest(variant: str, size: int, pick: Callable[[dict[str, Any]], bool] = lambda r: True) -> float | None:
             found = [r["median_s"] for r in etls if r["variant"] == variant and r["rows"] == size and pick(r)]
             return min(found) if found else None
@@ -359,7 +396,7 @@ def summary(ctx: Context, rows: list[dict[str, Any]]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--phase", choices=("sweep", "transports", "change", "pool", "defaults", "summary"),
+    parser.add_argument("--phase", choices=("sweep", "transports", "change", "pool", "defaults", "shipped", "summary"),
                         required=True)
     parser.add_argument("--rounds", type=int, default=6, help="pool: interleaved rounds (default 6)")
     parser.add_argument("--partitions", type=int, default=4, help="pool: partitions at 96 M rows (default 4)")
@@ -369,6 +406,8 @@ def main() -> int:
                         help="this harness on a machine without a GPU: CPU workers, pandas, 1/100 of the rows")
     parser.add_argument("--per-gpu", type=float, default=2, help="transports: partitions per GPU at 96 M rows")
     parser.add_argument("--per-gpu-big", type=float, default=4, help="transports: partitions per GPU at 4x rows")
+    parser.add_argument("--merge-rows", type=int, default=50_000_000,
+                        help="shipped: rows of each local_cudf_merge chunk (4 chunks a side per GPU)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     import subprocess
@@ -385,7 +424,7 @@ def main() -> int:
     if args.phase != "summary":
         prefix = {"sweep": ("tcp-1", f"tcp-{gpus}", "tcp-pool-1"), "transports": ("tcp-1", f"tcp-{gpus}", "tls", "ucx"),
                   "change": ("change",), "pool": ("tcp-1", "tcp-pool-1", "tcp-swap"),
-                  "defaults": ("defaults",)}[args.phase]
+                  "defaults": ("defaults",), "shipped": ("shipped",)}[args.phase]
         wanted = {name: settings for name, settings in variants(gpus).items() if name.startswith(prefix)}
         if args.dry_run:  # no GPU here: every variant a CPU worker, no GPU selection or pool
             wanted = {name: {**{k: v for k, v in settings.items() if k not in ("dask_worker_gpus",
@@ -404,6 +443,8 @@ def main() -> int:
             pool(ctx, args.rounds, args.partitions)
         elif args.phase == "defaults":
             defaults(ctx)
+        elif args.phase == "shipped":
+            shipped(ctx, args.merge_rows)
         else:
             change(ctx)
     rows = [json.loads(line) for line in (args.out / "runs.jsonl").read_text().splitlines() if line.strip()]

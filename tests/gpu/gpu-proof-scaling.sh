@@ -2,7 +2,7 @@
 # Data frames on 1 and every GPU of a lent machine (issue 42): tests/gpu/frames_scaling.py PHASE through the rendered
 # cluster (tests/gpu/harness.py). The carried wheels: tests/gpu/install-parts.sh; the TLS files in .gpucerts
 # (tests/gpu/certs.yml).
-#   PHASE=sweep|transports|change OUT=/tmp/out BUDGET=520 tests/gpu/gpu-proof-scaling.sh
+#   PHASE=sweep|transports|change|pool|defaults|shipped OUT=/tmp/out BUDGET=520 tests/gpu/gpu-proof-scaling.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:?OUT}" phase="${PHASE:?PHASE}"
