@@ -16,35 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LocalDask
+from conftest import LocalDask, certificates
 from distributed import Client
 
 HOSTS = {"w1": "127.0.0.1", "w2": "127.0.0.2"}
-
-
-def _openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True)
-
-
-def certificates(folder: Path) -> dict[str, Path]:
-    """A CA, a server certificate for 127.0.0.1 and a client certificate, as the cluster's CA signs host ones."""
-    ca_key, ca = folder / "ca.key", folder / "ca.crt"
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", str(ca_key),
-             "-out", str(ca), "-days", "1", "-subj", "/CN=test Dask CA")
-    made = {"ca": ca}
-    for name in ("server", "client", "stranger"):
-        key, csr, crt = folder / f"{name}.key", folder / f"{name}.csr", folder / f"{name}.crt"
-        _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", str(key),
-                 "-out", str(csr), "-subj", f"/CN={name}")
-        ext = folder / f"{name}.ext"
-        ext.write_text("subjectAltName=IP:127.0.0.1\n")
-        if name == "stranger":  # signed by itself: not the cluster's
-            _openssl("x509", "-req", "-in", str(csr), "-signkey", str(key), "-out", str(crt), "-days", "1")
-        else:
-            _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
-                     "-out", str(crt), "-days", "1", "-extfile", str(ext))
-        made[f"{name}_key"], made[name] = key, crt
-    return made
 
 
 def free_port() -> int:

@@ -8,17 +8,52 @@ or stops the host's worker unit. Python's standard library only (it runs on the 
 It acts once per generation the autoscaler gives the host (the autoscaler retired the host's workers, their data
 moved, before it says down), so a unit stopped or started by hand or by site.yml is left as it is until the next
 decision. While the autoscaler cannot be reached, or is paused, nothing changes. Each action is one journal line.
+Certificates renewed in place (site.yml -e dask_tls_renew=true) are taken at the next question, without a restart.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import ssl
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+
+
+class Tls:
+    """The agent's TLS context, made again when its CA, certificate or key file changes. Files caught half renewed
+    (a certificate without its new key) keep the context before them until they match."""
+
+    def __init__(self, ca: str, cert: str, key: str) -> None:
+        self.files = (ca, cert, key)
+        self.stamp: tuple[int, ...] = ()
+        self.refused: tuple[int, ...] = ()
+        self.made: ssl.SSLContext | None = None
+
+    def context(self) -> ssl.SSLContext:
+        try:
+            stamp = tuple(os.stat(path).st_mtime_ns for path in self.files)
+        except OSError:
+            stamp = self.stamp
+        if stamp != self.stamp or self.made is None:
+            ca, cert, key = self.files
+            try:
+                context = ssl.create_default_context(cafile=ca)
+                context.load_cert_chain(cert, key)
+            except (OSError, ssl.SSLError) as error:
+                if self.made is None:
+                    raise
+                if stamp != self.refused:
+                    print(f"TLS files changed but do not load yet ({error}); the earlier ones stay", flush=True)
+                self.refused = stamp
+            else:
+                if self.made is not None:
+                    print("TLS files changed: this host's certificate reloaded", flush=True)
+                self.made, self.stamp = context, stamp
+        return self.made
 
 
 def ask(url: str, context: ssl.SSLContext) -> dict[str, object]:
@@ -41,13 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse.parse_args(argv)
     if not args.url.startswith("https://"):
         parse.error("--url must be https://")
-    context = ssl.create_default_context(cafile=args.ca)
-    context.load_cert_chain(args.cert, args.key)
+    tls = Tls(args.ca, args.cert, args.key)
+    tls.context()  # files that cannot be read stop the agent at its start, as systemd then shows
     applied: object = None
     reachable = True
     while True:
         try:
-            answer = ask(args.url, context)
+            answer = ask(args.url, tls.context())
         except (OSError, ValueError, urllib.error.URLError) as error:
             if reachable:
                 print(f"autoscaler unreachable ({error}); {args.unit} stays as it is", flush=True)
