@@ -195,6 +195,28 @@ def table(report: Report) -> str:
     return "\n".join(out)
 
 
+def compare(before: Report, after: Report) -> str:
+    """Before and after, a row a stage of either log (the later run's order, then stages only the earlier run had):
+    seconds of each and the change; the totals last."""
+    rows = ordered(after)
+    keys = {stage.key for _, stage in rows}
+    rows += [(depth, stage) for depth, stage in ordered(before) if stage.key not in keys]
+    out = ["| stage | before s | after s | change s |", "| --- | ---: | ---: | ---: |"]
+
+    def cell(value: float | None) -> str:
+        return "-" if value is None else f"{value:.0f}"
+
+    for depth, stage in rows:
+        old, new = before.seconds(stage.key), after.seconds(stage.key)
+        change = f"{new - old:+.0f}" if old is not None and new is not None else "-"
+        out.append(f"| {'· ' * depth}{stage.label} | {cell(old)} | {cell(new)} | {change} |")
+    old_total = before.total.seconds if before.total else None
+    new_total = after.total.seconds if after.total else None
+    change = f"{new_total - old_total:+.0f}" if old_total is not None and new_total is not None else "-"
+    out.append(f"| **total** | **{cell(old_total)}** | **{cell(new_total)}** | **{change}** |")
+    return "\n".join(out)
+
+
 def as_json(report: Report) -> dict[str, object]:
     rows = [{**asdict(stage), "label": stage.label, "depth": depth} for depth, stage in ordered(report)]
     total = report.total.seconds if report.total else None
@@ -337,6 +359,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--commit", help="with --record: the commit measured (default: the log's `[ci] commit`)")
     parser.add_argument("--date", help="with --record: the day of the run, YYYY-MM-DD (default: the log's)")
     parser.add_argument("--no-table", action="store_true", help="print no table (with --check or --record)")
+    parser.add_argument("--before", type=Path, metavar="LOG",
+                        help="an earlier run's log: the table shows its seconds, this log's and the change")
     parser.add_argument("--ratio-margin", type=float, default=RATIO_MARGIN)
     parser.add_argument("--seconds-margin", type=float, default=SECONDS_MARGIN)
     args = parser.parse_args(argv)
@@ -346,7 +370,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"Error: cannot read the log: {error}", file=sys.stderr)
         return 2
     report = read_log(lines)
-    if not args.no_table:
+    if args.before:
+        try:
+            before = read_log(args.before.read_text(errors="replace").splitlines())
+        except OSError as error:
+            print(f"Error: cannot read the earlier log: {error}", file=sys.stderr)
+            return 2
+        print(compare(before, report))
+    elif not args.no_table:
         print(table(report))
     if args.json:
         args.json.write_text(json.dumps(as_json(report), indent=2) + "\n")

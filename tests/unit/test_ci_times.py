@@ -129,6 +129,23 @@ def test_new_log_table_rows_total_and_target():
     assert "| other (total minus the top-level stages above) | 90 | | |" in text
 
 
+def test_before_and_after_by_stage_with_the_change(tmp_path, capsys):
+    before = tmp_path / "before.log"
+    before.write_text(NEW_LOG.replace("suite:faults 300.5", "suite:faults 400.5").replace("total 1900", "total 2000"))
+    after = tmp_path / "after.log"
+    after.write_text(NEW_LOG)
+    assert ci_times.main([str(after), "--before", str(before)]) == 0
+    text = capsys.readouterr().out
+    assert "| · · suite faults | 400 | 300 | -100 |" in text
+    assert "| · molecule converge | 420 | 420 | +0 |" in text
+    assert "| **total** | **2000** | **1900** | **-100** |" in text
+    # a stage only one run has: shown with a dash
+    after.write_text(NEW_LOG.replace("suite:faults 300.5", "suite:gone 300.5"))
+    assert ci_times.main([str(after), "--before", str(before)]) == 0
+    text = capsys.readouterr().out
+    assert "| · · suite gone | - | 300 | - |" in text and "| · · suite faults | 400 | - | - |" in text
+
+
 def test_a_failed_suite_and_a_stage_without_its_line():
     read = report(NEW_LOG.replace("[suites] faults     passed", "[suites] faults     FAILED")
                   .replace("[ci-time] molecule:idempotence 80\n", "").replace("[ci-time] image:full 148\n", ""))
