@@ -3,7 +3,8 @@
 # cluster of the polars profile (tests/gpu/harness.py). The carried wheels: tests/gpu/install-parts.sh (the polars
 # profile's wheels from a part call: `mkdir -p /var/tmp/polars && cp .gpuparts/polars/*.whl /var/tmp/polars/`); the
 # TLS files in .gpucerts (tests/gpu/certs.yml).
-#   PHASE=all|every|one|bare|large|clients OUT=/tmp/out BUDGET=540 SCALE=100 [CPU_SCALE=500] tests/gpu/gpu-proof-polars.sh
+#   PHASE=all|every|one|bare|large|clients OUT=/tmp/out BUDGET=540 SCALE=100 [CPU_SCALE=500] [CPU_QUERIES=q1,q6]
+#   tests/gpu/gpu-proof-polars.sh          (CPU_QUERIES: the large phase runs them on CPU Polars too, at SCALE)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:?OUT}" phase="${PHASE:-all}"
@@ -14,6 +15,6 @@ python3 -c 'import cudf, polars, cudf_polars, rapidsmpf, dask, dask_cuda, ucxx, 
 { nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader; nproc; free -g | sed -n 2p; df -h /var/tmp | tail -1; } | tee "$out/device.txt"
 status=0
 python3 tests/gpu/polars_scaling.py --phase "$phase" --out "$out" --budget "${BUDGET:-540}" --scale "${SCALE:-100}" \
-  --cpu-scale "${CPU_SCALE:-500}" || status=$?
+  --cpu-scale "${CPU_SCALE:-500}" ${CPU_QUERIES:+--cpu-queries "$CPU_QUERIES"} || status=$?
 du -sh "$out" | tail -1
 exit "$status"

@@ -163,6 +163,31 @@ def clients_runs(ctx: Context, rendered: harness.Rendered, cpu_scale: float) -> 
         cluster.stop()
 
 
+def cpu_runs(ctx: Context, queries: str) -> None:
+    """CPU Polars on every core of this machine, one timed pass of `queries` at the large phase's scale (the tables
+    the GPU runs made), as `cpu-queries-sfSCALE`."""
+    name = f"cpu-queries-sf{ctx.scale:g}"
+    folder = DATA / f"pdsh-sf{ctx.scale:g}"
+    if ctx.left < 60 or not (folder / "manifest.json").exists():
+        ctx.record({"run": name, "skipped": f"{ctx.left:.0f} s left; tables there: {folder.exists()}"})
+        return
+    started = time.monotonic()
+    try:
+        done = subprocess.run([sys.executable, "-m", "dask_gpu_verify.gpu_polars", "cpu", "--folder", str(folder),
+                               "--queries", queries, "--passes", "1"], capture_output=True, text=True,
+                              timeout=max(30.0, ctx.left - 15), check=False)
+        status, out = done.returncode, done.stdout
+        tail = (done.stdout + done.stderr)[-1500:]
+    except subprocess.TimeoutExpired:
+        status, out, tail = 124, "", "timed out"
+    try:
+        found = json.loads(out) if status == 0 else None
+    except ValueError:
+        found = None
+    ctx.record({"run": name, "status": status, "wall_s": round(time.monotonic() - started, 1),
+                **({"report": found} if found else {"tail": tail})})
+
+
 def bare_runs(ctx: Context) -> None:
     """The engine on a bare cluster of every GPU: a TCP scheduler and `dask cuda worker` with nothing else."""
     env = {**os.environ, "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "False"}
@@ -258,14 +283,18 @@ def large_table(runs: dict[str, Any]) -> list[str]:
     lines = []
     for scale in scales:
         every, one = runs.get(f"polars-all-queries-sf{scale}"), runs.get(f"polars-1-queries-sf{scale}")
-        lines += ["", f"| scale {scale}: query | all GPUs s | 1 GPU s | all/1 | same result |",
-                  "| --- | --- | --- | --- | --- |"]
+        cpu = runs.get(f"cpu-queries-sf{scale}") or {}
+        lines += ["", f"| scale {scale}: query | all GPUs s | 1 GPU s | CPU Polars s | all/1 | CPU/all | same result |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
         for name in (every or one or {}).get("gpu") or {}:
-            a, o = median(every, "gpu", name, "median"), median(one, "gpu", name, "median")
-            same = ((every or {}).get("gpu", {}).get(name, {}).get("digest")
-                    == (one or {}).get("gpu", {}).get(name, {}).get("digest"))
-            shown = f"{a:.3f} | {o:.3f} | {o / a:.2f}" if a and o else "- | - | -"
-            lines.append(f"| {name} | {shown} | {'yes' if same else 'NO'} |")
+            a, o, c = median(every, "gpu", name, "median"), median(one, "gpu", name, "median"), median(cpu, name,
+                                                                                                          "median")
+            digests = {entry.get(name, {}).get("digest") for entry in ((every or {}).get("gpu", {}),
+                                                                       (one or {}).get("gpu", {}), cpu)
+                       if entry.get(name)}
+            shown = " | ".join(f"{v:.3f}" if v else "-" for v in (a, o, c))
+            ratios = " | ".join(f"{x / y:.2f}" if x and y else "-" for x, y in ((o, a), (c, a)))
+            lines.append(f"| {name} | {shown} | {ratios} | {'yes' if len(digests) == 1 else 'NO'} |")
     return lines
 
 
@@ -276,6 +305,8 @@ def main() -> int:
                         default="all", help="large: the queries alone on every GPU and on one (no CPU Polars) at "
                         "--scale; clients: dask-gpu-verify and dask-gpu-bench at --scale, CPU Polars at --cpu-scale")
     parser.add_argument("--cpu-scale", type=float, default=500.0)
+    parser.add_argument("--cpu-queries", default="", help="large: these queries on CPU Polars too, at --scale "
+                        "(comma-separated; default none)")
     parser.add_argument("--scale", type=float, default=100.0)
     parser.add_argument("--passes", type=int, default=2)
     parser.add_argument("--budget", type=float, default=540)
@@ -297,6 +328,8 @@ def main() -> int:
     if args.phase == "large":
         for name in ("polars-all", "polars-1"):
             rendered_runs(ctx, harness.render(name, VARIANTS[name], args.out), cpu=False, only_queries=True)
+        if args.cpu_queries:
+            cpu_runs(ctx, args.cpu_queries)
     text = summary(args.out)
     (args.out / "summary.md").write_text(text)
     print(text)
