@@ -68,17 +68,19 @@ timed browser bash scripts/setup-browser.sh
 # effect lets them run after it.
 # `nice` alone does not lower them against the sandbox: the sandbox hosts are containers, each a CPU cgroup of its own
 # weighed against the processes outside as one, so nice 10 left pytest an equal share (a full site.yml on the sandbox
-# took 110 s with pytest -n 2 beside it, 57 s alone). They run in a CPU cgroup of their own with a small share
-# (cgroup v1 cpu.shares 64 of the usual 1024, v2 cpu.weight 6 of 100): 65 s, and verify.yml 20 s against 27 s.
+# took 110 s with pytest -n 2 beside it, 57 s alone). They run in a CPU cgroup of their own with a small share: with
+# cgroup v1 cpu.shares 64 (of the usual 1024) 65 s, verify.yml 20 s against 27 s, and a whole CI run 2,374 s against
+# 2,621, but the slowest pytest waits (real Dask processes) ran out of time; 256 (v2 cpu.weight 25 of 100) leaves
+# them a quarter of a busy core.
 side_cgroup() {
   local dir
   if [ -w /sys/fs/cgroup/cpu ] && [ -e /sys/fs/cgroup/cpu/cpu.shares ]; then
     dir=/sys/fs/cgroup/cpu/dask-ci-side
-    mkdir -p "$dir" && echo 64 >"$dir/cpu.shares" && echo "$dir/cgroup.procs" && return
+    mkdir -p "$dir" && echo 256 >"$dir/cpu.shares" && echo "$dir/cgroup.procs" && return
   elif grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
     dir=/sys/fs/cgroup/dask-ci-side
     { grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control || echo +cpu >/sys/fs/cgroup/cgroup.subtree_control; } \
-      2>/dev/null && mkdir -p "$dir" && echo 6 >"$dir/cpu.weight" && echo "$dir/cgroup.procs" && return
+      2>/dev/null && mkdir -p "$dir" && echo 25 >"$dir/cpu.weight" && echo "$dir/cgroup.procs" && return
   fi
   return 1
 }

@@ -69,7 +69,7 @@ def test_idle_host_is_retired_then_released_and_work_brings_it_back(cluster: Loc
             data = [client.submit(lambda i: list(range(i)), n, pure=False, workers=on_w2) for n in range(10)]
             client.gather(data)
             # Idle: w2 (last) is retired, its keys moved, then marked down; w1 holds the minimum.
-            down = wait_until(lambda: ask(f"{url}/v1/hosts/w2", files)["desired"] == "down", 60, "w2 released")
+            down = wait_until(lambda: ask(f"{url}/v1/hosts/w2", files)["desired"] == "down", 180, "w2 released")
             assert down and ask(f"{url}/v1/hosts/w1", files)["desired"] == "up"
             assert [len(f.result()) for f in data] == list(range(10))  # nothing lost: the keys live on w1
             assert all(len(f.result()) == i for i, f in enumerate(data))
@@ -79,7 +79,7 @@ def test_idle_host_is_retired_then_released_and_work_brings_it_back(cluster: Loc
             # Work waits (more than one worker can run at once): w2 is wanted again.
             slow = client.map(lambda i: time.sleep(1.5) or i, range(40), pure=False)
             generation = ask(f"{url}/v1/hosts/w2", files)["generation"]
-            wait_until(lambda: ask(f"{url}/v1/hosts/w2", files)["desired"] == "up", 60, "w2 wanted again")
+            wait_until(lambda: ask(f"{url}/v1/hosts/w2", files)["desired"] == "up", 180, "w2 wanted again")
             assert ask(f"{url}/v1/hosts/w2", files)["generation"] == generation + 1
             cluster.start_worker("w2", host=HOSTS["w2"])  # the stand-in starts the unit
             assert sum(client.gather(slow)) == sum(range(40))
