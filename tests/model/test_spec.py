@@ -5,8 +5,8 @@ import json
 from types import ModuleType
 from typing import Any
 
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import identity
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.gpus import select
-from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import identity
 
 CLUSTER: dict[str, Any] = {
     "name": "c", "protocol": "tls", "client_protocol": "tls", "tls": True, "scheduler_address": "tls://10.0.0.1:8786",

@@ -96,10 +96,14 @@ class CheckInput:
 class Feature:
     """A role's part: `host` returns facts for dask_host (a `ports` mapping there is merged into the host's ports),
     `cluster` facts for dask_cluster, `checks` messages about the host (each becomes `host H: MESSAGE`), `advice`
-    lines printed for the cluster (never refused)."""
+    lines printed for the cluster (never refused). `units` and `containers` name what the feature runs on its hosts,
+    as (key, suffix) pairs: the cluster's prefix joins each suffix (`dask-notebook`, `dask-blue-notebook`), and the
+    model's `units.KEY` and `containers.KEY` are them (features.identity)."""
 
     name: str
     role: str
+    units: tuple[tuple[str, str], ...] = ()
+    containers: tuple[tuple[str, str], ...] = ()
     host: Callable[[HostInput], dict[str, Any]] | None = None
     cluster: Callable[[ClusterInput], dict[str, Any]] | None = None
     checks: Callable[[CheckInput], list[str]] | None = None

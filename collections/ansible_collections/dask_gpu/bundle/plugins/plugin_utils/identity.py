@@ -27,13 +27,12 @@ def identity(name: str) -> dict[str, Any]:
     base = prefix(name)
     return {
         "prefix": base,
-        "units": {"scheduler": f"{base}-scheduler", "worker": f"{base}-worker", "firewall": f"{base}-firewall",
-                  "notebook": f"{base}-notebook", "autoscaler": f"{base}-autoscaler",
-                  "autoscale_agent": f"{base}-autoscale-agent"},
-        # Client containers (verification, benchmark, jobs) and dask-gpu-roll steps take these prefixes too.
+        # The core's units and containers; each feature adds its own (Feature.units and .containers, merged by
+        # features.identity: what the model, the record and teardown read).
+        "units": {"scheduler": f"{base}-scheduler", "worker": f"{base}-worker"},
+        # Client containers (verification, benchmark) and dask-gpu-roll steps take these prefixes too.
         "containers": {"scheduler": f"{base}-scheduler", "worker": f"{base}-worker", "verify": f"{base}-verify",
-                       "bench": f"{base}-bench", "roll": f"{base}-roll", "lock": f"{base}-lock",
-                       "job": f"{base}-job", "notebook": f"{base}-notebook", "autoscaler": f"{base}-autoscaler"},
+                       "bench": f"{base}-bench", "roll": f"{base}-roll", "lock": f"{base}-lock"},
         "firewall_table": f"{_token(base)}_firewall",
         # The cluster's record on each host: /etc/ansible/facts.d/RECORD.fact, read as ansible_local.RECORD.
         "record": f"dask_cluster_{_token(name)}",

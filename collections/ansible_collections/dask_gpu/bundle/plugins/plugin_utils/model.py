@@ -18,8 +18,8 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
     scheduler_host,
     worker_hosts,
 )
-from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import FEATURES
-from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import cluster_paths, identity
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import FEATURES, identity
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import cluster_paths
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.options import parse_size
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.ports import span
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.transport import facets

@@ -105,4 +105,6 @@ def checks(inp: CheckInput) -> list[str]:
     return problems
 
 
-FEATURE = Feature(name="autoscale", role="dask_autoscale", host=host, cluster=cluster, checks=checks)
+FEATURE = Feature(name="autoscale", role="dask_autoscale",
+                  units=(("autoscaler", "autoscaler"), ("autoscale_agent", "autoscale-agent")),
+                  containers=(("autoscaler", "autoscaler"),), host=host, cluster=cluster, checks=checks)

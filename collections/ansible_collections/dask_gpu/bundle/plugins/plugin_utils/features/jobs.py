@@ -19,4 +19,4 @@ def checks(inp: CheckInput) -> list[str]:
     return []
 
 
-FEATURE = Feature(name="jobs", role="dask_job", checks=checks)
+FEATURE = Feature(name="jobs", role="dask_job", containers=(("job", "job"),), checks=checks)

@@ -102,4 +102,5 @@ def checks(inp: CheckInput) -> list[str]:
     return problems
 
 
-FEATURE = Feature(name="notebook", role="dask_notebook", host=host, cluster=cluster, checks=checks)
+FEATURE = Feature(name="notebook", role="dask_notebook", units=(("notebook", "notebook"),),
+                  containers=(("notebook", "notebook"),), host=host, cluster=cluster, checks=checks)

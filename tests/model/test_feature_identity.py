@@ -1,0 +1,70 @@
+"""The units and containers a feature runs are declared by its module (Feature.units, Feature.containers), not
+hand-listed in identity.py: features.identity joins them to the core's under the cluster's prefix. Every name the
+roles and the spec builder read is declared, and no two features take one key."""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import features
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import identity as core_identity
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGINS = ROOT / "collections" / "ansible_collections" / "dask_gpu" / "bundle" / "plugins"
+
+
+def read_names() -> set[tuple[str, str]]:
+    """(units|containers, key) of every name the roles, playbooks and plugins read."""
+    found: set[tuple[str, str]] = set()
+    sources = [*ROOT.glob("roles/**/*.yml"), *ROOT.glob("roles/**/*.j2"), *ROOT.glob("playbooks/*.yml"),
+               ROOT / "site.yml"]
+    for path in sources:
+        found |= set(re.findall(r"dask_cluster\.(units|containers)\.([a-z_]+)", path.read_text()))
+    for path in PLUGINS.rglob("*.py"):
+        found |= set(re.findall(r"cluster\[[\"'](units|containers)[\"']\]\[[\"']([a-z_]+)[\"']\]", path.read_text()))
+    return found
+
+
+def test_every_name_read_is_declared_by_the_core_or_a_feature() -> None:
+    ident = features.identity("dask")
+    read = read_names()
+    assert read, "no reader found: the pattern is stale"
+    assert sorted(f"{kind}.{key}" for kind, key in read if key not in ident[kind]) == []
+
+
+def test_features_names_take_the_clusters_prefix_and_the_core_lists_none_of_them() -> None:
+    core = core_identity("blue")
+    blue = features.identity("blue")
+    for feature in features.FEATURES:
+        for kind, pairs in (("units", feature.units), ("containers", feature.containers)):
+            for key, suffix in pairs:
+                assert key not in core[kind], f"{feature.name}'s {kind} {key} is hand-listed in identity.py"
+                assert blue[kind][key] == f"dask-blue-{suffix}"
+    assert blue["units"]["autoscale_agent"] == "dask-blue-autoscale-agent"
+    assert features.identity("dask")["units"]["notebook"] == "dask-notebook"
+
+
+def test_two_features_cannot_take_one_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    twin = replace(features.FEATURES[0], name="twin", units=(("worker", "twin"),))
+    monkeypatch.setattr(features, "FEATURES", (*features.FEATURES, twin))
+    with pytest.raises(ValueError, match="feature twin: units key worker is taken"):
+        features.identity("dask")
+
+
+def test_the_docs_features_table_lists_every_feature_with_its_role_and_what_it_runs() -> None:
+    rows = {}
+    for line in (ROOT / "docs" / "model.md").read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0].startswith("`") and cells[1].startswith("`"):
+            rows[cells[0].strip("`")] = (cells[1].strip("`"), cells[2])
+    assert sorted(rows) == sorted(feature.name for feature in features.FEATURES)
+    for feature in features.FEATURES:
+        role, runs = rows[feature.name]
+        assert role == feature.role, feature.name
+        units, _, containers = runs.partition(";")
+        named = {"units": units, "containers": containers}
+        for kind, pairs in (("units", feature.units), ("containers", feature.containers)):
+            listed = sorted(name.strip(" `") for name in named[kind].split(",") if name.strip(" `-"))
+            assert listed == sorted(suffix for _, suffix in pairs), (feature.name, kind, runs)
