@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 
 import live
 import pytest
@@ -24,15 +25,48 @@ NOTEBOOKS = "/var/lib/dask/notebooks"  # JupyterLab's working folder on the sche
 USERS_NOTEBOOK = '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
 
 
+LABEL = "dask.org/cluster-name"
+# Containers that no unit owns, made on a worker host before teardown (an empty image of their own: no cluster image
+# is held by them): one labelled with this cluster (as a job's left by a run cut short), which teardown removes by
+# its label, and one of another cluster, which stays.
+STRAYS = {"left-by-a-job": "dask", "other-clusters": "other"}
+STRAY_IMAGE = "dask-sandbox-stray:empty"
+
+
+def labelled(host: str, cluster: str, every: bool = False) -> list[str]:
+    """NAME COMPONENT of the host's containers labelled with a cluster (running ones, or every one)."""
+    argv = ["docker", "ps", *(["-a"] if every else []), "--filter", f"label={LABEL}={cluster}",
+            "--format", '{{.Names}} {{.Label "dask.org/component"}}']
+    return sorted(live.on_host(host, *argv).stdout.strip().splitlines())
+
+
 @pytest.fixture(scope="module")
-def torn_down() -> float:
+def torn_down() -> Iterator[float]:
     live.on_host(live.SCHEDULER, "sh", "-c", f"printf '%s' '{USERS_NOTEBOOK}' > {NOTEBOOKS}/mine.ipynb")
+    # Every container of the cluster carries its labels (spec.py): the units' own, before teardown.
+    assert "dask-scheduler scheduler" in labelled(live.SCHEDULER, "dask"), labelled(live.SCHEDULER, "dask")
+    for host in live.WORKERS:
+        assert "dask-worker worker" in labelled(host, "dask"), (host, labelled(host, "dask"))
+    stray_host = live.WORKERS[0]
+    live.on_host(stray_host, "sh", "-c", f"tar cf - --files-from /dev/null | docker import - {STRAY_IMAGE}")
+    for name, cluster in STRAYS.items():
+        live.on_host(stray_host, "docker", "create", "--name", name, "--label", f"{LABEL}={cluster}",
+                     "--label", "dask.org/component=job", STRAY_IMAGE, "/none")
     started = time.monotonic()
     run = live.playbook("playbooks/teardown.yml", "-e", "dask_teardown_images=true", timeout=900)
     assert run.returncode == 0, run.stdout[-4000:]
     seconds = time.monotonic() - started
     live.record("teardown", {"step": "teardown.yml", "seconds": round(seconds, 1)})
-    return seconds
+    yield seconds
+    live.on_host(stray_host, "docker", "rm", "-f", *STRAYS, check=False)
+    live.on_host(stray_host, "docker", "rmi", STRAY_IMAGE, check=False)
+
+
+def test_containers_are_found_by_label_and_only_this_clusters_go(torn_down: float) -> None:
+    for host in HOSTS:
+        assert labelled(host, "dask", every=True) == [], host
+    names = live.on_host(live.WORKERS[0], "docker", "ps", "-a", "--format", "{{.Names}}").stdout.split()
+    assert "left-by-a-job" not in names and "other-clusters" in names, names
 
 
 @pytest.mark.parametrize("host", HOSTS)

@@ -12,6 +12,10 @@ DEFAULT_NAME = "dask"
 # The cluster's CA is named after it ("NAME Dask CA", its certificate's common name since the first release): the
 # controller folder that holds it is that cluster's.
 CA_SUFFIX = " Dask CA"
+# Docker labels on every container the bundle starts (as dask-kubernetes labels its pods): its cluster and what it is
+# (the containers key below), so `docker ps --filter label=dask.org/cluster-name=NAME` lists a cluster's containers
+# and teardown removes them by label.
+CLUSTER_LABEL, COMPONENT_LABEL = "dask.org/cluster-name", "dask.org/component"
 
 
 def prefix(name: str) -> str:
@@ -33,6 +37,8 @@ def identity(name: str) -> dict[str, Any]:
         # Client containers (verification, benchmark) and dask-gpu-roll steps take these prefixes too.
         "containers": {"scheduler": f"{base}-scheduler", "worker": f"{base}-worker", "verify": f"{base}-verify",
                        "bench": f"{base}-bench", "roll": f"{base}-roll", "lock": f"{base}-lock"},
+        "labels": {CLUSTER_LABEL: name},
+        "label_filter": f"{CLUSTER_LABEL}={name}",
         "firewall_table": f"{_token(base)}_firewall",
         # The cluster's record on each host: /etc/ansible/facts.d/RECORD.fact, read as ansible_local.RECORD.
         "record": f"dask_cluster_{_token(name)}",

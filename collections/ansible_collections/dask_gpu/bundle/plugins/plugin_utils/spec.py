@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.gpus import CDI_KIND
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import COMPONENT_LABEL
 
 HOST_TLS = "{config}/tls"
 GPU_ULIMITS = {"memlock": "-1", "stack": "67108864"}
@@ -128,14 +129,18 @@ def client_env(cluster: dict[str, Any]) -> dict[str, str]:
     return env
 
 
-def _base(cluster: dict[str, Any], name: str, description: str, image: str) -> dict[str, Any]:
+def _base(cluster: dict[str, Any], component: str, description: str, image: str, suffix: str = "") -> dict[str, Any]:
+    """What every container spec starts from: named by the identity's `containers[component]` (and `-suffix`),
+    labelled with its cluster and component."""
+    name = cluster["containers"][component] + (f"-{suffix}" if suffix else "")
     volumes = ([HOST_TLS.format(config=cluster["paths"]["config"]) + ":" + _tls_dir(cluster) + ":ro"]
                if cluster["tls"] else [])
     return {"name": name, "description": description, "image": image, "argv": [], "env": {},
             "network": "host", "user": f"{cluster['uid']}:{cluster['gid']}", "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"], "read_only": False, "tmpfs": [], "shm_size": "",
             "ulimits": {}, "volumes": volumes, "gpus": "", "gpu_request": "", "stop_timeout": 10,
-            "after": [], "wants": [], "wait_ports": []}
+            "after": [], "wants": [], "wait_ports": [],
+            "labels": {**cluster["labels"], COMPONENT_LABEL: component}}
 
 
 def wait_ports(ports: list[tuple[str, int | None]]) -> list[str]:
@@ -169,7 +174,7 @@ def scheduler_argv(bind: str, port: int, dashboard: str, protocol: str, tls: dic
 
 
 def scheduler_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
-    spec = _base(cluster, cluster["containers"]["scheduler"], f"Dask scheduler for cluster {cluster['name']}",
+    spec = _base(cluster, "scheduler", f"Dask scheduler for cluster {cluster['name']}",
                  cluster["images"]["scheduler"])
     bind = str(cluster["dashboard_bind"])
     spec.update(
@@ -249,7 +254,7 @@ def worker_argv(gpu: bool, scheduler: str, *, host: str | None, name: str | None
 
 def worker_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     gpu = host["worker_mode"] == "gpu"
-    spec = _base(cluster, cluster["containers"]["worker"], "Dask {}workers ({}) for cluster {}".format(
+    spec = _base(cluster, "worker", "Dask {}workers ({}) for cluster {}".format(
         "CUDA " if gpu else "", host["worker_count"], cluster["name"]), cluster["images"]["worker"])
     local = cluster["paths"]["container"]["local"]
     http_port = int(settings["dask_worker_http_port"])
@@ -325,7 +330,7 @@ def client_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
                 ready_seconds: int | None = None) -> dict[str, Any]:
     """A client container on a worker host: the worker image, the host's TLS material, a report folder, and
     (for the benchmark on a GPU host) the host's GPUs, else a GPU when the images carry cuDF (frames_gpu)."""
-    spec = _base(cluster, cluster["containers"][kind], f"dask-gpu-{kind} for cluster {cluster['name']}",
+    spec = _base(cluster, kind, f"dask-gpu-{kind} for cluster {cluster['name']}",
                  cluster["images"]["worker"])
     spec.update(argv=client_argv(kind, cluster, settings, out, ready_seconds), env=client_env(cluster))
     reports = f"{cluster['paths']['data']}/reports:{cluster['paths']['container']['reports']}"
@@ -343,8 +348,8 @@ def job_spec(cluster: dict[str, Any], settings: dict[str, Any], job: dict[str, A
     image, the host's TLS material, the job's folder at /job (its script in /job/src, its own files in /job/work),
     a GPU of the host when the images carry cuDF (frames_gpu: a job that builds dask-cudf collections makes cuDF
     objects), else none. dask-gpu-job runs the script, keeps its output and report there and enforces the timeout."""
-    spec = _base(cluster, f"{cluster['containers']['job']}-{job['id']}",
-                 f"job {job['name']} on cluster {cluster['name']}", cluster["images"]["worker"])
+    spec = _base(cluster, "job", f"job {job['name']} on cluster {cluster['name']}", cluster["images"]["worker"],
+                 suffix=str(job["id"]))
     argv = ["dask-gpu-job", "--scheduler", cluster["scheduler_address"], "--job-dir", JOB_DIR, "--name",
             job["name"], "--timeout", str(int(job["timeout"])), f"{JOB_DIR}/src/{job['entry']}"]
     spec.update(argv=argv + (["--", *job["args"]] if job["args"] else []),
@@ -374,7 +379,7 @@ def notebook_spec(cluster: dict[str, Any], token: str, host: dict[str, Any] | No
     scheduler's address, so `Client()` connects with no argument; the working folder mounted; the token from the
     unit's env file (0600), never on the command line; a GPU when the images carry cuDF (frames_gpu)."""
     notebook = cluster["notebook"]
-    spec = _base(cluster, cluster["containers"]["notebook"], f"JupyterLab for cluster {cluster['name']}",
+    spec = _base(cluster, "notebook", f"JupyterLab for cluster {cluster['name']}",
                  cluster["images"]["scheduler"])
     spec.update(argv=["jupyter", "lab", "--no-browser", f"--ServerApp.ip={notebook['listen']}",
                       f"--ServerApp.port={int(notebook['port'])}", "--ServerApp.port_retries=0",
@@ -392,15 +397,16 @@ def roll_spec(cluster: dict[str, Any], step: str, args: list[str], timeout: int)
     """dask-gpu-roll (a rolling restart's or a host retirement's scheduler-side step) as a client container on the
     scheduler host: the scheduler image, the host's TLS material, no GPU."""
     argv = ["dask-gpu-roll", step, "--scheduler", cluster["scheduler_address"], "--timeout", str(timeout)]
-    return tool_spec(cluster, f"{cluster['containers']['roll']}-{step}",
-                     f"dask-gpu-roll {step} for cluster {cluster['name']}", argv + list(args))
+    return tool_spec(cluster, "roll", f"dask-gpu-roll {step} for cluster {cluster['name']}", argv + list(args),
+                     suffix=step)
 
 
-def tool_spec(cluster: dict[str, Any], name: str, description: str, argv: list[str]) -> dict[str, Any]:
+def tool_spec(cluster: dict[str, Any], component: str, description: str, argv: list[str],
+              suffix: str = "") -> dict[str, Any]:
     """One of the bundle's own tools (images/verify) as a client of the cluster on the scheduler host: the scheduler
     image, the host's TLS material, no GPU, a read-only root (CuPy, imported when graphs are unpickled, caches in a
     /tmp tmpfs)."""
-    spec = _base(cluster, name, description, cluster["images"]["scheduler"])
+    spec = _base(cluster, component, description, cluster["images"]["scheduler"], suffix)
     spec.update(argv=argv, env={**client_env(cluster), "CUPY_CACHE_DIR": "/tmp/cupy"}, read_only=True,
                 tmpfs=["/tmp"])
     return spec
@@ -424,6 +430,8 @@ def docker_run_args(spec: dict[str, Any]) -> list[str]:
     args += gpu_request_args(spec["gpus"], spec["gpu_request"])
     for name, value in spec["ulimits"].items():
         args += ["--ulimit", f"{name}={value}"]
+    for name, value in spec["labels"].items():
+        args += ["--label", f"{name}={value}"]
     return args
 
 
@@ -434,7 +442,7 @@ def container_args(spec: dict[str, Any]) -> dict[str, Any]:
         "network_mode": spec["network"], "user": spec["user"], "cap_drop": spec["cap_drop"],
         "security_opts": spec["security_opt"], "read_only": spec["read_only"], "volumes": spec["volumes"],
         # The bundle's own image, put there by site.yml; never fetched from elsewhere (the container gets TLS keys).
-        "pull": "never"}
+        "pull": "never", "labels": spec["labels"]}
     if spec["tmpfs"]:
         args["tmpfs"] = spec["tmpfs"]
     if spec["shm_size"]:

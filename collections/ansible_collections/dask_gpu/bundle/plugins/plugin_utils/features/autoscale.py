@@ -77,7 +77,7 @@ def autoscale_spec(cluster: dict[str, Any]) -> dict[str, Any]:
              "--cooldown", str(scale["cooldown"]), "--step-down", str(scale["step_down"]),
              "--state", CONTAINER_STATE, "--listen", scale["listen"], "--metrics", scale["metrics"],
              "--ca", files["ca"], "--cert", files["cert"], "--key", files["key"]]
-    spec = tool_spec(cluster, cluster["containers"]["autoscaler"], f"Autoscaler of cluster {cluster['name']}", argv)
+    spec = tool_spec(cluster, "autoscaler", f"Autoscaler of cluster {cluster['name']}", argv)
     spec["wait_ports"] = wait_ports([("tcp", scale["port"]), ("http", int(scale["metrics"].rpartition(":")[2]))])
     spec["volumes"] = spec["volumes"] + [f"{scale['state_dir']}:{CONTAINER_STATE}"]
     return spec
