@@ -226,3 +226,32 @@ def test_an_interrupted_converge_then_a_full_run_converges_cleanly() -> None:
                            "observed": f"workers run the new settings ({live.THREADS} threads); one container and "
                                        "one unit of each",
                            "recovery_s": round(took, 1)})
+
+
+def test_a_host_without_room_for_the_images_is_refused_before_anything_changes() -> None:
+    """dask-w2's work folder on a 64 MB tmpfs (mounted here, in the host's container), and a converge that would move
+    new images by archive (the full profile: a tag no host holds yet, 5.4 GB): site.yml stops at the checks with one
+    error naming the host, the folder, what is needed and what is free; no host changed, and the cluster still runs."""
+    small = "/mnt/dask-small"
+    live.on_host("dask-w2", "mkdir", "-p", small)
+    live.on_host("dask-w2", "mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", small)
+    try:
+        run = live.playbook("site.yml", "-e", "dask_image_profile=full", "-e", "dask_images_distribution=archive",
+                            "-e", f"dask_images_work_dir={small}/images")
+    finally:
+        live.on_host("dask-w2", "umount", small)
+    assert run.returncode != 0
+    found = re.search(r"dask-w2: not enough free disk for this converge's images: ([0-9.]+) GB free on the file system "
+                      rf"of {small}, ([0-9.]+) GB needed for the images' archive \(dask_images_work_dir\) in "
+                      rf"{small}/images", run.stdout)
+    assert found, run.stdout[-3000:]
+    assert float(found.group(1)) <= 0.1 and float(found.group(2)) > 5, found.group(0)
+    recap = {host: (int(changed), int(failed)) for host, changed, failed in
+             re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+).*failed=(\d+)", run.stdout, re.M)}
+    assert recap["dask-w2"] == (0, 1) and all(changed == 0 for changed, _ in recap.values()), recap
+    assert live.on_host("dask-w2", "test", "-e", f"{small}/images", check=False).returncode == 1
+    with live.connect() as client:
+        assert len(live.workers(client)) == 2
+    live.record("faults", {"fault": "64 MB for a 5.4 GB archive on dask-w2 (tmpfs work folder)",
+                           "expected": "refused at the checks, naming host, folder, needed and free",
+                           "observed": found.group(0)[:160], "recovery_s": 0})

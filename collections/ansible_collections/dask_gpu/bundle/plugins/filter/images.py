@@ -75,6 +75,47 @@ def disk_room(df_lines: list[str], size: int, host: str, work_dir: str, docker_r
             "dask_images_work_dir to a larger file system.")
 
 
+def space_needs(report: dict[str, Any], refs: list[str], size: int, *, work_dir: str = "", build: bool = False,
+                export_dir: str = "", registry_storage: str = "") -> list[dict[str, Any]]:
+    """What a host must have room for before this converge, from its disk_space report (module disk_space): nothing
+    when Docker holds every one of `refs`; else the images under Docker's root (`size` bytes, the larger image: the
+    two share all but their last layers), twice that on a host that builds them (the build cache holds as much), the
+    archive it receives in `work_dir` or exports to `export_dir`, and half the size in the cluster registry's
+    `registry_storage` (it keeps compressed layers: docs/images.md). [{path, bytes, what}]."""
+    if all(ref in report.get("images", {}) for ref in refs):
+        return []
+    needs = [{"path": report["docker_root"], "bytes": size * (2 if build else 1),
+              "what": "the images and their build cache" if build else "the images"}]
+    if work_dir:
+        needs.append({"path": work_dir, "bytes": size, "what": "the images' archive (dask_images_work_dir)"})
+    if export_dir:
+        needs.append({"path": export_dir, "bytes": size, "what": "the images' archive, exported"})
+    if registry_storage:
+        needs.append({"path": registry_storage, "bytes": size // 2, "what": "the cluster registry's copy"})
+    return needs
+
+
+def space_shortfall(report: dict[str, Any], needs: list[dict[str, Any]], host: str) -> str:
+    """'' when each file system has room for what `needs` (space_needs) puts on it, the needs of one device added up;
+    else one message naming the host, each short file system's folders, what is needed and what is free."""
+    devices: dict[Any, list[dict[str, Any]]] = {}
+    for need in needs:
+        found = report["space"].get(need["path"])
+        if found is None:
+            return f"{host}: the free disk space of {need['path']} was not read"
+        devices.setdefault(found["device"], []).append({**need, **found})
+    short = []
+    for group in devices.values():
+        wanted, free = sum(need["bytes"] for need in group), group[0]["free"]
+        if free < wanted:
+            what = "; ".join(f"{need['what']} in {need['path']} ({_gb(need['bytes'])})" for need in group)
+            short.append(f"{_gb(free)} free on the file system of {group[0]['read_at']}, {_gb(wanted)} needed for "
+                         f"{what}")
+    if not short:
+        return ""
+    return (f"{host}: not enough free disk for this converge's images: {' | '.join(short)}. Nothing was changed. Free "
+            "space there (unused images: docker image prune -a), or set dask_images_work_dir to a larger file system.")
+
 
 def apt_new_packages(stdout: str, wanted: str) -> list[str]:
     """The packages an apt-get install added, from its output's "The following NEW packages will be installed:" list
@@ -93,4 +134,5 @@ def apt_new_packages(stdout: str, wanted: str) -> list[str]:
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"context_files": context_files, "disk_room": disk_room, "apt_new_packages": apt_new_packages}
+        return {"context_files": context_files, "disk_room": disk_room, "apt_new_packages": apt_new_packages,
+                "space_needs": space_needs, "space_shortfall": space_shortfall}

@@ -12,6 +12,10 @@ PROFILES: dict[str, frozenset[str]] = {
     "polars": frozenset({"cuda", "ucx", "cudf", "polars"}),
 }
 
+# Each profile's image size in Docker with the pinned RAPIDS release (measured: docs/images.md; the scheduler and worker
+# images share all but their last layers): what the space check asks room for before the images exist
+# (roles/dask_images/tasks/space.yml). Your own packages add to it; once built, the images' own size counts.
+SIZES: dict[str, int] = {"cpu": 340_000_000, "lean": 2_710_000_000, "full": 5_360_000_000, "polars": 5_560_000_000}
 
 # The RMM pool each profile's GPU workers get with dask_worker_rmm_pool_size: auto (measured: docs/performance.md,
 # "RMM pool"). full: 0.8 of the GPU, and CuPy allocates from it too (it would get only the rest otherwise): the

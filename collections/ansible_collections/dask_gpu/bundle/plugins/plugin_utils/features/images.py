@@ -139,6 +139,8 @@ def cluster(inp: ClusterInput) -> dict[str, Any]:
         # cuDF and dask-cudf in the images (the full and polars profiles): the scheduler and the clients get a GPU
         # (spec.py).
         "cudf": not own and profiles.has(settings["dask_image_profile"], "cudf"),
+        # Bytes the images take before they exist (your own: what the build host's pull measured, read then).
+        "expected_bytes": 0 if own else profiles.SIZES.get(str(settings["dask_image_profile"]), 0),
         "pins": pins, "versions": wanted, "version_change": version_change(inp, wanted),
         "extras": extras.summary(settings)}}
 
