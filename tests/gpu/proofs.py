@@ -91,13 +91,21 @@ COMPARE = Comparison(
              # the one container difference an inventory setting changes: /dev/shm (auto is 1 GiB)
              "containers-shm-16g": {**CDI, **ports(5), "dask_worker_shm_size": "16g"}},
     # dask-cuda's own benchmark through the cluster: transpose_sum (tens of ms: the scheduler and comms), dot (seconds
-    # of GPU work); cuDF's merge and shuffle where its parts are carried (not on one call's carry)
+    # of GPU work); FRAMES below where cuDF's parts are carried
     workloads={f"local_cupy {operation} 40000/10000": [
         "python3", "-m", "dask_cuda.benchmarks.local_cupy", "--scheduler-address", "{address}", "--operation",
         operation, "-s", "40000", "-c", "10000", "--runs", runs, "--disable-rmm"]
         for operation, runs in (("transpose_sum", "10"), ("dot", "3"))},
     rounds=4,
 )
+# With cuDF's parts carried: the stand-in image copies cuDF's distributions too (as the full profile's image has them),
+# and the comparison adds data frames, dask-cuda's local_cudf_merge (Dask's tasks shuffle, the one dask_cudf keeps).
+CUDF_ROOTS = ("?cudf-cu13 ?dask-cudf-cu13 ?pylibcudf-cu13 ?libcudf-cu13 ?rmm-cu13 ?librmm-cu13 ?libkvikio-cu13 "
+              "?nvidia-libnvcomp-cu13 ?rapids-logger ?cuda-core ?cuda-pathfinder ?cachetools ?nvidia-cufile ?pandas "
+              "?pyarrow")
+FRAMES = {"local_cudf_merge 4 x 4 chunks of 25 M rows": [
+    "env", "DASK_DATAFRAME__SHUFFLE__METHOD=tasks", "python3", "-m", "dask_cuda.benchmarks.local_cudf_merge",
+    "--scheduler-address", "{address}", "-c", "25000000", "--base-chunks", "4", "--other-chunks", "4", "--runs", "3"]}
 
 
 @dataclass
@@ -391,16 +399,17 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(WORK, ignore_errors=True)
     (WORK / "logs").mkdir(parents=True)
-    run = Run(args.out, args.budget, args.standin_extra_roots)
     changes, account = carried.prepare(set())
     os.environ.update(changes)
-    run.record({"run": "carried", "account": account})
+    with_cudf = "rapids " in account
+    run = Run(args.out, args.budget, args.standin_extra_roots or (CUDF_ROOTS if with_cudf else ""))
+    run.record({"run": "carried", "account": account, "cudf": with_cudf})
     if shutil.which("ip") is None:  # no network facts: the model's address check is skipped, the renders the same
         os.environ["ANSIBLE_GATHERING"] = "explicit"
     needs = machine_settings()
     run.record({"run": "machine", **machine(), "settings": needs})
-    plan = COMPARE if args.rounds == COMPARE.rounds else Comparison(COMPARE.base, COMPARE.against, COMPARE.workloads,
-                                                                     args.rounds)
+    plan = Comparison(COMPARE.base, COMPARE.against, {**COMPARE.workloads, **(FRAMES if with_cudf else {})},
+                      args.rounds)
     variants = {name: ({**PROOFS[name].settings, **needs}, PROOFS[name].bench) for name in args.proofs
                 if name in PROOFS}
     if "compare" in args.proofs:
