@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import carried
 import harness
 import units
 
@@ -94,7 +95,8 @@ def standin_images(rendered: harness.Rendered, report: Path, extra_roots: str = 
         report.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(["bash", str(ROOT / "tests" / "gpu" / "standin-image.sh"), *names, ".whl"], cwd=ROOT,
                               capture_output=True, text=True, timeout=300, check=False,
-                              env={**os.environ, "OUT": str(report), "STANDIN_EXTRA_ROOTS": extra_roots})
+                              env={**os.environ, "OUT": str(report), "STANDIN_EXTRA_ROOTS": extra_roots,
+                                   "STANDIN_HOST_SITES": str(carried.SITE) if extra_roots else ""})
         (report / "standin.log").write_text(done.stdout + done.stderr)
         if done.returncode:
             raise RuntimeError("stand-in images failed: " + (done.stdout + done.stderr)[-2000:])

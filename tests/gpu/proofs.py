@@ -393,6 +393,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--budget", type=float, default=540, help="seconds all of it may take (default 540)")
     parser.add_argument("--rounds", type=int, default=COMPARE.rounds, help="compare: rounds per containers variant")
+    parser.add_argument("--against", default=",".join(COMPARE.against),
+                        help=f"compare: the containers variants, comma-separated (default {','.join(COMPARE.against)})")
     parser.add_argument("--standin-extra-roots", default="",
                         help="distributions the stand-in image copies beyond the lean profile's (cuDF's, say)")
     args = parser.parse_args()
@@ -408,8 +410,8 @@ def main() -> int:
         os.environ["ANSIBLE_GATHERING"] = "explicit"
     needs = machine_settings()
     run.record({"run": "machine", **machine(), "settings": needs})
-    plan = Comparison(COMPARE.base, COMPARE.against, {**COMPARE.workloads, **(FRAMES if with_cudf else {})},
-                      args.rounds)
+    against = {name: COMPARE.against[name] for name in args.against.split(",") if name}
+    plan = Comparison(COMPARE.base, against, {**COMPARE.workloads, **(FRAMES if with_cudf else {})}, args.rounds)
     variants = {name: ({**PROOFS[name].settings, **needs}, PROOFS[name].bench) for name in args.proofs
                 if name in PROOFS}
     if "compare" in args.proofs:

@@ -63,11 +63,13 @@ fi
 
 step "distributions the wheels need, copied from the machine's Python environment"
 # shellcheck disable=SC2086
-"${clean[@]}" "$hostpy" tests/gpu/standin_rootfs.py closure "$site" $roots > "$out/standin-closure.json"
+"${clean[@]}" STANDIN_HOST_SITES="${STANDIN_HOST_SITES:-}" "$hostpy" tests/gpu/standin_rootfs.py closure "$site" $roots \
+  > "$out/standin-closure.json"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(" copied:", len(d["copied_from_machine"]), "missing:", d["missing"], "conflicts:", d["conflicts"])' "$out/standin-closure.json"
 # shellcheck disable=SC2086
 imports="dask distributed dask_cuda numpy cupy nvtx dask_gpu_verify distributed.protocol.cupy"
 [ -f .ucx/ucx-site.tar.xz ] && imports="$imports rmm distributed_ucxx"
+[[ " ${STANDIN_EXTRA_ROOTS:-} " == *" ?cudf-cu13 "* ]] && imports="$imports cudf dask_cudf"
 # shellcheck disable=SC2086  # a list of module names
 "$venv/bin/python3" -I - ${STANDIN_IMPORTS:-$imports} <<'EOF'
 import importlib, sys

@@ -47,7 +47,10 @@ def closure(site: Path, roots: list[str]) -> int:
             found.setdefault(canon_name(dist.metadata["Name"]), dist)
         return found
 
-    host_paths = [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and os.path.isdir(p)]
+    # STANDIN_HOST_SITES (colon-separated) go first: the carried RAPIDS wheels' site, whose numpy the machine's
+    # numba-cuda needs with cuDF (tests/gpu/carried.py).
+    extra = [p for p in os.environ.get("STANDIN_HOST_SITES", "").split(":") if p and os.path.isdir(p)]
+    host_paths = extra + [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and os.path.isdir(p)]
     target = index([str(site)])
     host = index(host_paths)
     queue = [(root.lstrip("?"), root.startswith("?"), "root") for root in roots]
@@ -117,7 +120,7 @@ def trace() -> int:
     from cupy import _environment
     from dask_gpu_verify import bench, cli, probes, workload  # noqa: F401
 
-    for optional in ("bokeh", "distributed_ucxx", "ucxx", "rmm"):  # in the stand-in when carried
+    for optional in ("bokeh", "distributed_ucxx", "ucxx", "rmm", "cudf", "dask_cudf"):  # in the stand-in when carried
         with contextlib.suppress(ImportError):
             importlib.import_module(optional)
     pynvml.nvmlInit()
