@@ -408,7 +408,9 @@ def main() -> int:
     run.record({"run": "carried", "account": account, "cudf": with_cudf})
     if shutil.which("ip") is None:  # no network facts: the model's address check is skipped, the renders the same
         os.environ["ANSIBLE_GATHERING"] = "explicit"
-    needs = machine_settings()
+    # With cuDF: the full profile, whose scheduler container gets a GPU (it unpickles cuDF objects; without one cuDF
+    # fails "Failed to dlopen libcuda.so.1" there, results/proofs-h200-cudf/).
+    needs = {**machine_settings(), **({"dask_image_profile": "full"} if with_cudf else {})}
     run.record({"run": "machine", **machine(), "settings": needs})
     against = {name: COMPARE.against[name] for name in args.against.split(",") if name}
     plan = Comparison(COMPARE.base, against, {**COMPARE.workloads, **(FRAMES if with_cudf else {})}, args.rounds)
