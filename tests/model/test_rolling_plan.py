@@ -57,3 +57,16 @@ def test_the_expected_time_comes_from_the_batches_measured_before(tmp_path: Path
     assert plan["measured"] is True
     unmeasured = rolling.plan(["g000"], fleet(1), {})
     assert unmeasured["per_batch_s"] == rolling.DEFAULT_BATCH_SECONDS and unmeasured["measured"] is False
+
+
+def test_hosts_the_autoscaler_released_take_no_data_and_one_host_alone_hands_nothing_over() -> None:
+    """A batch leaves a host that runs workers (released hosts' units are stopped); with none left, the plan says the
+    batch restarts without a retirement that could not move its data (rolling-batch.yml skips it)."""
+    cluster = fleet(4)
+    released = ["g002", "g003"]
+    cut = rolling.batches(["g000", "g001"], cluster, {"dask_worker_rolling_batch": "100%"}, released)
+    assert cut == [["g000"], ["g001"]]  # 2 hosts hold workers: a batch of 1, the other takes its data
+    assert rolling.plan(["g000", "g001"], cluster, {}, released)["retire"] is True
+    assert rolling.plan(["g000"], cluster, {}, ["g001", "g002", "g003"])["retire"] is False
+    assert rolling.plan(["g000"], fleet(1), {})["retire"] is False
+    assert rolling.plan(["g000"], fleet(2), {})["retire"] is True

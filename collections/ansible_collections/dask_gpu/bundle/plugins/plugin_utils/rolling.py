@@ -27,9 +27,16 @@ def batch_size(setting: Any, worker_hosts: int) -> int:
     return max(1, min(size, worker_hosts - 1))
 
 
-def batches(pending: Sequence[str], cluster: Mapping[str, Any], settings: Mapping[str, Any]) -> list[list[str]]:
-    """The pending hosts (in the order given) cut into batches of at most the batch size and the GPU cap."""
-    size = batch_size(settings.get("dask_worker_rolling_batch") or 1, len(cluster.get("worker_hosts") or []) or 1)
+def holding(cluster: Mapping[str, Any], released: Sequence[str] = ()) -> list[str]:
+    """The worker hosts that run workers now: all of them but those the autoscaler released (their units stopped)."""
+    return [host for host in cluster.get("worker_hosts") or [] if host not in released]
+
+
+def batches(pending: Sequence[str], cluster: Mapping[str, Any], settings: Mapping[str, Any],
+            released: Sequence[str] = ()) -> list[list[str]]:
+    """The pending hosts (in the order given) cut into batches of at most the batch size and the GPU cap; the size
+    counts the hosts that run workers now, so a batch always leaves one of them to take its data."""
+    size = batch_size(settings.get("dask_worker_rolling_batch") or 1, len(holding(cluster, released)) or 1)
     cap = int(settings.get("dask_worker_rolling_max_gpus") or 0)
     gpus = {host: int(count) for host, count in (cluster.get("workers_per_host") or {}).items()
             if host in (cluster.get("gpu_hosts") or [])}
@@ -56,10 +63,13 @@ def batch_seconds(report: str) -> float:
     return round(statistics.median(spans), 1) if spans else DEFAULT_BATCH_SECONDS
 
 
-def plan(pending: Sequence[str], cluster: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
-    """{batches, per_batch_s, expected_s, measured}: what the run says before the first host restarts."""
-    cut = batches(pending, cluster, settings)
+def plan(pending: Sequence[str], cluster: Mapping[str, Any], settings: Mapping[str, Any],
+         released: Sequence[str] = ()) -> dict[str, Any]:
+    """{batches, per_batch_s, expected_s, measured, retire}: what the run says before the first host restarts. retire
+    is false when no other host runs workers (one worker host, or the others released by the autoscaler): a batch's
+    data then has nowhere to go, so the batch restarts without waiting out a retirement that cannot move it."""
+    cut = batches(pending, cluster, settings, released)
     report = f"{(cluster.get('paths') or {}).get('controller', '')}/reports/rolling.jsonl"
     per_batch = batch_seconds(report)
     return {"batches": cut, "per_batch_s": per_batch, "expected_s": round(per_batch * len(cut)),
-            "measured": Path(report).is_file()}
+            "measured": Path(report).is_file(), "retire": len(holding(cluster, released)) > 1}
