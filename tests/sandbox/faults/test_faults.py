@@ -241,10 +241,12 @@ def test_a_host_without_room_for_the_images_is_refused_before_anything_changes()
     finally:
         live.on_host("dask-w2", "umount", small)
     assert run.returncode != 0
+    # The message as Ansible shows it, whatever the callback: folded lines joined, YAML's doubled quote undone.
+    shown = re.sub(r"\s+", " ", run.stdout + run.stderr).replace("''", "'")
     found = re.search(r"dask-w2: not enough free disk for this converge's images: ([0-9.]+) GB free on the file system "
                       rf"of {small}, ([0-9.]+) GB needed for the images' archive \(dask_images_work_dir\) in "
-                      rf"{small}/images", run.stdout)
-    assert found, run.stdout[-3000:]
+                      rf"{small}/images", shown)
+    assert found, shown[-3000:]
     assert float(found.group(1)) <= 0.1 and float(found.group(2)) > 5, found.group(0)
     recap = {host: (int(changed), int(failed)) for host, changed, failed in
              re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+).*failed=(\d+)", run.stdout, re.M)}
