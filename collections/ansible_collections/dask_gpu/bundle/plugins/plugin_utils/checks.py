@@ -382,17 +382,6 @@ class Checker:
             self.add(f"no IPv4 address to bind (dask_cluster_address={show(address)}, dask_cluster_interface="
                      f"{show(interface)}, and the default route has none; interfaces: {interfaces}). Set "
                      "dask_cluster_interface or dask_cluster_address.")
-        # Several hosts that claim one address (dask_cluster_address, or a loopback address every host has): the
-        # scheduler, the workers and the firewall tell hosts apart by it. Two inventory names that found one address
-        # in their facts are one machine, which the checks of each host judge on their own.
-        mine = str(self.model.get("bind_address") or "")
-        sharing = sorted(str(host) for host, other in _mapping(self.cluster.get("hosts")).items()
-                         if str(host) != self.host and other == mine)
-        if mine and sharing and (address or _is_loopback(mine)):
-            self.add(f"dask_cluster_address ({show(mine)}) is also the cluster address of {', '.join(sharing)}: each "
-                     "host needs an address of its own (the scheduler, the workers and the firewall tell hosts apart "
-                     "by it). Set each host's dask_cluster_address to one of its own addresses, or leave it empty "
-                     "for its default route's")
         bind = self.get("dask_dashboard_bind")
         if self.is_scheduler and bind is not None and not ipaddress.IPv4Address(bind).is_unspecified \
                 and not ipaddress.IPv4Address(bind).is_loopback and bind not in self.host_addresses():
