@@ -35,14 +35,18 @@ def ask(url: str, files: dict[str, Path], who: str = "client") -> dict[str, Any]
         return dict(json.loads(answer.read()))
 
 
-def wait_until(check: Any, timeout: float, what: str) -> Any:
+def wait_until(check: Any, timeout: float, what: str, log: Path | None = None) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = check()
+        try:
+            found = check()
+        except (urllib.error.URLError, ConnectionError):  # the service is not listening yet
+            found = None
         if found:
             return found
         time.sleep(0.5)
-    raise AssertionError(f"not within {timeout} s: {what}")
+    said = f"; the service said:\n{log.read_text()[-4000:]}" if log and log.exists() else ""
+    raise AssertionError(f"not within {timeout} s: {what}{said}")
 
 
 def test_idle_host_is_retired_then_released_and_work_brings_it_back(cluster: LocalDask, tmp_path: Path) -> None:
@@ -52,15 +56,9 @@ def test_idle_host_is_retired_then_released_and_work_brings_it_back(cluster: Loc
     port = free_port()
     state = tmp_path / "state"
     state.mkdir()
-    log = open(tmp_path / "autoscale.log", "wb")  # noqa: SIM115 (closed below)
-    service = subprocess.Popen(
-        [sys.executable, "-m", "dask_gpu_verify.autoscale", "--scheduler", address,
-         *[arg for name, ip in HOSTS.items() for arg in ("--host", f"{name},{ip},1")],
-         "--minimum", "1", "--maximum", "2", "--idle", "3", "--cooldown", "2", "--step-down", "0.5",
-         "--interval", "0.5", "--state", str(state), "--listen", f"127.0.0.1:{port}",
-         "--ca", str(files["ca"]), "--cert", str(files["server"]), "--key", str(files["server_key"])],
-        stdout=log, stderr=subprocess.STDOUT)
     url = f"https://127.0.0.1:{port}"
+    log = open(tmp_path / "autoscale.log", "wb")  # noqa: SIM115 (closed below)
+    service: subprocess.Popen[bytes] | None = None
     try:
         with Client(address, timeout=30) as client:
             client.wait_for_workers(2, timeout=60)
@@ -68,8 +66,19 @@ def test_idle_host_is_retired_then_released_and_work_brings_it_back(cluster: Loc
                      if info["host"] == HOSTS["w2"]]
             data = [client.submit(lambda i: list(range(i)), n, pure=False, workers=on_w2) for n in range(10)]
             client.gather(data)
+            # The service starts once the data is on w2: both hosts are idle from its first look, and the policy
+            # releases the last host in inventory order first (started before, it saw w1 idle while w2 was still
+            # registering or computing, and released w1: a slow machine made that race).
+            service = subprocess.Popen(
+                [sys.executable, "-m", "dask_gpu_verify.autoscale", "--scheduler", address,
+                 *[arg for name, ip in HOSTS.items() for arg in ("--host", f"{name},{ip},1")],
+                 "--minimum", "1", "--maximum", "2", "--idle", "3", "--cooldown", "2", "--step-down", "0.5",
+                 "--interval", "0.5", "--state", str(state), "--listen", f"127.0.0.1:{port}",
+                 "--ca", str(files["ca"]), "--cert", str(files["server"]), "--key", str(files["server_key"])],
+                stdout=log, stderr=subprocess.STDOUT)
             # Idle: w2 (last) is retired, its keys moved, then marked down; w1 holds the minimum.
-            down = wait_until(lambda: ask(f"{url}/v1/hosts/w2", files)["desired"] == "down", 180, "w2 released")
+            down = wait_until(lambda: ask(f"{url}/v1/hosts/w2", files)["desired"] == "down", 180, "w2 released",
+                              tmp_path / "autoscale.log")
             assert down and ask(f"{url}/v1/hosts/w1", files)["desired"] == "up"
             assert [len(f.result()) for f in data] == list(range(10))  # nothing lost: the keys live on w1
             assert all(len(f.result()) == i for i, f in enumerate(data))
@@ -79,7 +88,8 @@ def test_idle_host_is_retired_then_released_and_work_brings_it_back(cluster: Loc
             # Work waits (more than one worker can run at once): w2 is wanted again.
             slow = client.map(lambda i: time.sleep(1.5) or i, range(40), pure=False)
             generation = ask(f"{url}/v1/hosts/w2", files)["generation"]
-            wait_until(lambda: ask(f"{url}/v1/hosts/w2", files)["desired"] == "up", 180, "w2 wanted again")
+            wait_until(lambda: ask(f"{url}/v1/hosts/w2", files)["desired"] == "up", 180, "w2 wanted again",
+                       tmp_path / "autoscale.log")
             assert ask(f"{url}/v1/hosts/w2", files)["generation"] == generation + 1
             cluster.start_worker("w2", host=HOSTS["w2"])  # the stand-in starts the unit
             assert sum(client.gather(slow)) == sum(range(40))
@@ -92,8 +102,9 @@ def test_idle_host_is_retired_then_released_and_work_brings_it_back(cluster: Loc
         assert "scale down:" in lines and "scale up:" in lines and "retired w2 (data moved)" in lines, lines
         assert json.loads((state / "state.json").read_text())["desired"] == {"w1": "up", "w2": "up"}
     finally:
-        service.terminate()
-        service.wait(timeout=15)
+        if service is not None:
+            service.terminate()
+            service.wait(timeout=15)
         log.close()
 
 
