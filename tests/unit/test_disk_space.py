@@ -90,6 +90,9 @@ def test_needs_on_one_device_add_up_and_the_message_names_host_folders_needed_an
     message = space_shortfall(short, space_needs(short, REFS, int(2.7 * GB), work_dir="/srv/images"), "w3")
     assert "1.0 GB free on the file system of /srv/images, 2.7 GB needed" in message
     assert "/var/lib/docker" not in message.split("Nothing")[0]
+    # Just before an archive's copy (tasks/archive-load.yml) the run has changed hosts: the message does not say not.
+    late = space_shortfall(short, space_needs(short, REFS, int(2.7 * GB), work_dir="/srv/images"), "w3", before=False)
+    assert late.startswith("w3: not enough free disk") and "Nothing was changed" not in late, late
 
 
 def test_a_build_needs_its_cache_an_export_its_archive_and_the_registry_half() -> None:

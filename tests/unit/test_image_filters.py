@@ -1,13 +1,13 @@
 """The images' filters (roles/dask_images): context_files (tasks/build.yml's one-task build context: what Docker would
-send of images/, with contents and modes, nothing .dockerignore leaves out) and disk_room (tasks/archive.yml: room for
-the archive and the images it loads, from df's real output format) and apt_new_packages (tasks/registry-host.yml: the
-packages an install of skopeo added, from apt-get's real output, which a teardown purges)."""
+send of images/, with contents and modes, nothing .dockerignore leaves out) and apt_new_packages
+(tasks/registry-host.yml: the packages an install of skopeo added, from apt-get's real output, which a teardown
+purges). The space filters are tested in test_disk_space.py."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from ansible_collections.dask_gpu.bundle.plugins.filter.images import apt_new_packages, context_files, disk_room
+from ansible_collections.dask_gpu.bundle.plugins.filter.images import apt_new_packages, context_files
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,36 +36,6 @@ def test_modes_are_kept_ignored_names_match_at_any_depth_and_binary_files_are_na
     (tmp_path / "a" / "blob.bin").write_bytes(b"\xff\xfe\x00")
     with pytest.raises(ValueError, match="blob.bin"):
         context_files(str(tmp_path), "/c")
-
-
-GB = 10**9
-HEADER = "          Avail Filesystem     Mounted on"
-
-
-def test_one_device_needs_twice_the_archive_even_through_a_volume() -> None:
-    lines = [HEADER, f"{int(5.5 * GB)} /dev/vda /", f"{int(5.5 * GB)} /dev/vda /var/lib/docker"]
-    assert disk_room(lines, int(2.7 * GB), "w1", "/var/lib/dask-images", "/var/lib/docker") == ""
-    lines = [HEADER, f"{int(5 * GB)} /dev/vda /", f"{int(5 * GB)} /dev/vda /var/lib/docker"]
-    assert "5.0 GB free on / and /var/lib/docker (/dev/vda) (dask_images_work_dir" in disk_room(
-        lines, int(2.7 * GB), "w1", "/var/lib/dask-images", "/var/lib/docker")
-    message = disk_room([HEADER, f"{4 * GB} /dev/vda /", f"{4 * GB} /dev/vda /"], int(2.7 * GB), "w1",
-                        "/var/lib/dask-images", "/var/lib/docker")
-    assert message.startswith("w1: not enough free disk for the images' archive (2.7 GB)"), message
-    assert "4.0 GB free on / (dask_images_work_dir /var/lib/dask-images and Docker's root /var/lib/docker), " \
-           "5.4 GB needed" in message and "dask_images_work_dir to a larger file system" in message
-
-
-def test_two_file_systems_each_need_the_archive_once_and_each_short_one_is_named() -> None:
-    ok = [HEADER, f"{3 * GB} /dev/sdb /srv", f"{3 * GB} /dev/sda /var/lib/docker"]
-    assert disk_room(ok, int(2.7 * GB), "w2", "/srv/images", "/var/lib/docker") == ""
-    short = [HEADER, f"{1 * GB} /dev/sdb /srv", f"{2 * GB} /dev/sda /var/lib/docker"]
-    message = disk_room(short, int(2.7 * GB), "w2", "/srv/images", "/var/lib/docker")
-    assert "1.0 GB free on /srv (dask_images_work_dir /srv/images), 2.7 GB needed" in message
-    assert "2.0 GB free on /var/lib/docker (Docker's root /var/lib/docker), 2.7 GB needed" in message
-
-
-def test_unreadable_df_output_is_a_problem_not_a_pass() -> None:
-    assert disk_room([HEADER], GB, "w3", "/a", "/b").startswith("w3: the free disk space could not be read from df")
 
 
 # apt-get install --no-install-recommends skopeo on Debian 12, as printed (the head of its output).

@@ -45,36 +45,6 @@ def _gb(count: int) -> str:
     return f"{count / 1e9:.1f} GB"
 
 
-def disk_room(df_lines: list[str], size: int, host: str, work_dir: str, docker_root: str) -> str:
-    """'' when `df -B1 --output=avail,source,target WORK_DIR DOCKER_ROOT` (its lines) shows room for an archive of
-    `size` bytes in the work folder and the images it loads (about as much again) under Docker's root: twice the size
-    where both are on one device (a bind mount or volume of the same disk counts as one). Else the problem, naming
-    the host, the folders, what is free and what is needed."""
-    rows = [line.split() for line in df_lines[1:] if line.strip()]
-    if len(rows) != 2 or not all(len(row) == 3 and row[0].isdigit() for row in rows):
-        return f"{host}: the free disk space could not be read from df: {df_lines!r}"
-    (work_avail, work_dev, work_fs), (root_avail, root_dev, root_fs) = rows
-    work_free, root_free = int(work_avail), int(root_avail)
-    if work_dev == root_dev:
-        work_fs = work_fs if work_fs == root_fs else f"{work_fs} and {root_fs} ({work_dev})"
-        root_fs = work_fs
-    short: list[str] = []
-    if work_fs == root_fs:
-        if work_free < 2 * size:
-            short.append(f"{_gb(work_free)} free on {work_fs} (dask_images_work_dir {work_dir} and Docker's root "
-                         f"{docker_root}), {_gb(2 * size)} needed")
-    else:
-        if work_free < size:
-            short.append(f"{_gb(work_free)} free on {work_fs} (dask_images_work_dir {work_dir}), {_gb(size)} needed")
-        if root_free < size:
-            short.append(f"{_gb(root_free)} free on {root_fs} (Docker's root {docker_root}), {_gb(size)} needed")
-    if not short:
-        return ""
-    return (f"{host}: not enough free disk for the images' archive ({_gb(size)}) and the images it loads: "
-            f"{'; '.join(short)}. Free space there (unused images: docker image prune -a), or set "
-            "dask_images_work_dir to a larger file system.")
-
-
 def space_needs(report: dict[str, Any], refs: list[str], size: int, *, work_dir: str = "", build: bool = False,
                 export_dir: str = "", registry_storage: str = "") -> list[dict[str, Any]]:
     """What a host must have room for before this converge, from its disk_space report (module disk_space): nothing
@@ -95,9 +65,10 @@ def space_needs(report: dict[str, Any], refs: list[str], size: int, *, work_dir:
     return needs
 
 
-def space_shortfall(report: dict[str, Any], needs: list[dict[str, Any]], host: str) -> str:
+def space_shortfall(report: dict[str, Any], needs: list[dict[str, Any]], host: str, before: bool = True) -> str:
     """'' when each file system has room for what `needs` (space_needs) puts on it, the needs of one device added up;
-    else one message naming the host, each short file system's folders, what is needed and what is free."""
+    else one message naming the host, each short file system's folders, what is needed and what is free (and, when
+    asked `before` the run changes anything, that nothing was changed)."""
     devices: dict[Any, list[dict[str, Any]]] = {}
     for need in needs:
         found = report["space"].get(need["path"])
@@ -113,7 +84,8 @@ def space_shortfall(report: dict[str, Any], needs: list[dict[str, Any]], host: s
                          f"{what}")
     if not short:
         return ""
-    return (f"{host}: not enough free disk for this converge's images: {' | '.join(short)}. Nothing was changed. Free "
+    changed = " Nothing was changed." if before else ""
+    return (f"{host}: not enough free disk for this converge's images: {' | '.join(short)}.{changed} Free "
             "space there (unused images: docker image prune -a), or set dask_images_work_dir to a larger file system.")
 
 
@@ -134,5 +106,5 @@ def apt_new_packages(stdout: str, wanted: str) -> list[str]:
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"context_files": context_files, "disk_room": disk_room, "apt_new_packages": apt_new_packages,
+        return {"context_files": context_files, "apt_new_packages": apt_new_packages,
                 "space_needs": space_needs, "space_shortfall": space_shortfall}

@@ -183,10 +183,13 @@ def profile_problems(inp: CheckInput) -> list[str]:
                         "dask_worker_cudf_spill false.")
     if profiles.has(profile, "cuda"):
         return problems
-    if inp.host in (inp.groups.get("dask_cuda_workers") or []):
-        problems.append(f"is in dask_cuda_workers, but dask_image_profile={profile} has no dask-cuda and no CUDA "
-                        "library (its workers could not start `dask cuda worker`). Use dask_image_profile: "
-                        f"{profiles.with_part('cuda')}, or move the host to dask_cpu_workers.")
+    # A dask_cuda_workers host without a GPU that may fall back to the CPU (dask_worker_allow_cpu) runs `dask worker`,
+    # which the cpu profile has; one with GPUs runs `dask cuda worker`.
+    if inp.model.get("worker_mode") == "gpu":
+        problems.append(f"is in dask_cuda_workers and has {inp.model.get('gpu_count')} GPU(s), but "
+                        f"dask_image_profile={profile} has no dask-cuda and no CUDA library (its workers could not "
+                        f"start `dask cuda worker`). Use dask_image_profile: {profiles.with_part('cuda')}, or move "
+                        "the host to dask_cpu_workers.")
     transport = inp.get("dask_transport")
     if facets(str(transport or "tls"))["ucx_every_address"]:
         problems.append(f"dask_transport={transport} needs UCX (distributed-ucxx), which dask_image_profile={profile} "
