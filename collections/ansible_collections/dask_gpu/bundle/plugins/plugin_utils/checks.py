@@ -382,6 +382,17 @@ class Checker:
             self.add(f"no IPv4 address to bind (dask_cluster_address={show(address)}, dask_cluster_interface="
                      f"{show(interface)}, and the default route has none; interfaces: {interfaces}). Set "
                      "dask_cluster_interface or dask_cluster_address.")
+        # Several hosts given one address in dask_cluster_address: the scheduler, the workers and the firewall tell
+        # hosts apart by it. Addresses found in the facts (an interface's, the default route's) are each machine's
+        # own: two inventory names that found one there are one machine (as tests bind every host to lo).
+        mine = str(self.model.get("bind_address") or "")
+        sharing = sorted(str(host) for host, other in _mapping(self.cluster.get("hosts")).items()
+                         if str(host) != self.host and other == mine)
+        if mine and sharing and address:
+            self.add(f"dask_cluster_address ({show(mine)}) is also the cluster address of {', '.join(sharing)}: each "
+                     "host needs an address of its own (the scheduler, the workers and the firewall tell hosts apart "
+                     "by it). Set each host's dask_cluster_address to one of its own addresses, or leave it empty "
+                     "for its default route's")
         bind = self.get("dask_dashboard_bind")
         if self.is_scheduler and bind is not None and not ipaddress.IPv4Address(bind).is_unspecified \
                 and not ipaddress.IPv4Address(bind).is_loopback and bind not in self.host_addresses():
