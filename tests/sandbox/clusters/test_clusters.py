@@ -142,17 +142,20 @@ def deployed(tmp_path_factory: Any) -> Any:
     values = live.ephemeral_dir() / "blue-vars.json"
     values.write_text(json.dumps(blue_vars()))
     started = time.monotonic()
-    job = subprocess.Popen(["bash", str(live.ROOT / "scripts" / "job.sh"), "--ephemeral", "blue", "-i",
-                            str(live.ephemeral_dir() / "inventory"), "-e", f"@{values}",
-                            "-e", f"dask_job_script={script}", "-e", "dask_job_timeout=1200"],
-                           cwd=live.ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Its output goes to a file: a pipe read only at the end filled up (64 KiB) and blocked the deploy's playbook.
+    output = script.parent / "job-sh.log"
+    with output.open("w") as sink:
+        job = subprocess.Popen(["bash", str(live.ROOT / "scripts" / "job.sh"), "--ephemeral", "blue", "-i",
+                                str(live.ephemeral_dir() / "inventory"), "-e", f"@{values}",
+                                "-e", f"dask_job_script={script}", "-e", "dask_job_timeout=1200"],
+                               cwd=live.ROOT, stdout=sink, stderr=subprocess.STDOUT, text=True)
     try:
         live.wait_until(lambda: job_marker("ready") or job.poll() is not None, 1500, "blue's job running")
-        assert job.poll() is None, (job.stdout.read() if job.stdout else "")[-4000:]
+        assert job.poll() is None, output.read_text()[-4000:]
         seconds = round(time.monotonic() - started, 1)
         live.record("clusters", {"step": "job.sh --ephemeral blue: checks, site.yml, the job running",
                                  "seconds": seconds})
-        yield {"dask_units": dask_units, "seconds": seconds, "job": job}
+        yield {"dask_units": dask_units, "seconds": seconds, "job": job, "output": output}
     finally:
         if job.poll() is None:  # a failed test: release the job, so that blue is torn down all the same
             for marker in job_marker("ready"):
@@ -229,7 +232,8 @@ def test_blue_leaves_while_dask_keeps_working_and_the_users_file_stays(deployed:
         job = deployed["job"]
         for marker in job_marker("ready"):
             live.on_host(live.WORKERS[0], "touch", marker.replace("/ready", "/release"))
-        out, _ = job.communicate(timeout=900)
+        job.wait(timeout=900)
+        out = deployed["output"].read_text()
         seconds = round(time.monotonic() - started, 1)
         done.set()
         runner.join(timeout=300)
