@@ -35,9 +35,13 @@ def ask(url: str, files: dict[str, Path], who: str = "client") -> dict[str, Any]
         return dict(json.loads(answer.read()))
 
 
-def wait_until(check: Any, timeout: float, what: str, log: Path | None = None) -> Any:
+def wait_until(check: Any, timeout: float, what: str, log: Path | None = None,
+               service: subprocess.Popen[bytes] | None = None) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if service is not None and service.poll() is not None:  # it ended: no point waiting
+            said = log.read_text()[-4000:] if log and log.exists() else ""
+            raise AssertionError(f"the service exited ({service.returncode}) before: {what}; it said:\n{said}")
         try:
             found = check()
         except (urllib.error.URLError, ConnectionError):  # the service is not listening yet
@@ -78,7 +82,7 @@ def test_idle_host_is_retired_then_released_and_work_brings_it_back(cluster: Loc
                 stdout=log, stderr=subprocess.STDOUT)
             # Idle: w2 (last) is retired, its keys moved, then marked down; w1 holds the minimum.
             down = wait_until(lambda: ask(f"{url}/v1/hosts/w2", files)["desired"] == "down", 180, "w2 released",
-                              tmp_path / "autoscale.log")
+                              tmp_path / "autoscale.log", service)
             assert down and ask(f"{url}/v1/hosts/w1", files)["desired"] == "up"
             assert [len(f.result()) for f in data] == list(range(10))  # nothing lost: the keys live on w1
             assert all(len(f.result()) == i for i, f in enumerate(data))
@@ -89,7 +93,7 @@ def test_idle_host_is_retired_then_released_and_work_brings_it_back(cluster: Loc
             slow = client.map(lambda i: time.sleep(1.5) or i, range(40), pure=False)
             generation = ask(f"{url}/v1/hosts/w2", files)["generation"]
             wait_until(lambda: ask(f"{url}/v1/hosts/w2", files)["desired"] == "up", 180, "w2 wanted again",
-                       tmp_path / "autoscale.log")
+                       tmp_path / "autoscale.log", service)
             assert ask(f"{url}/v1/hosts/w2", files)["generation"] == generation + 1
             cluster.start_worker("w2", host=HOSTS["w2"])  # the stand-in starts the unit
             assert sum(client.gather(slow)) == sum(range(40))
