@@ -1,13 +1,21 @@
 """The images' filters (roles/dask_images): context_files (tasks/build.yml's one-task build context: what Docker would
 send of images/, with contents and modes, nothing .dockerignore leaves out) and apt_new_packages
 (tasks/registry-host.yml: the packages an install of skopeo added, from apt-get's real output, which a teardown
-purges). The space filters are tested in test_disk_space.py."""
+purges), and the retention filters (tasks/retention.yml: which builds a host keeps, which images may go). The space
+filters are tested in test_disk_space.py."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from ansible_collections.dask_gpu.bundle.plugins.filter.images import apt_new_packages, context_files
+from ansible_collections.dask_gpu.bundle.plugins.filter.images import (
+    apt_new_packages,
+    archive_tags,
+    context_files,
+    image_retention,
+    retention_removable,
+    tagged,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,3 +71,44 @@ def test_the_packages_an_install_added_are_read_from_apt_gets_output() -> None:
     assert apt_new_packages("Reading package lists...\nskopeo is already the newest version.\n", "skopeo") == ["skopeo"]
     assert apt_new_packages("The following NEW packages will be installed:\n  skopeo:amd64\n", "skopeo") == [
         "skopeo", "skopeo:amd64"]
+
+
+REG = "10.0.0.1:5000/"
+
+
+def build(tag: str, registry: str = REG) -> list[str]:
+    return [f"{registry}dask-gpu-scheduler:{tag}", f"{registry}dask-gpu-worker:{tag}"]
+
+
+def test_the_newest_builds_are_kept_this_runs_first_and_older_ones_go() -> None:
+    history = [build("b3"), build("b2"), build("b1")]
+    assert image_retention(history, build("b4"), 2, []) == {"builds": [build("b4"), build("b3")],
+                                                           "remove": sorted(build("b2") + build("b1"))}
+    # A rerun of the newest build changes nothing; a rollback to a kept build puts it first.
+    assert image_retention([build("b4"), build("b3")], build("b4"), 2, []) == {"builds": [build("b4"), build("b3")],
+                                                                                "remove": []}
+    assert image_retention([build("b4"), build("b3")], build("b3"), 2, [])["builds"] == [build("b3"), build("b4")]
+    # keep 1: only what runs; a reference another cluster here runs (in_use) stays; a first run knows no older build.
+    assert image_retention([build("b3")], build("b4"), 1, build("b3")[:1])["remove"] == build("b3")[1:]
+    assert image_retention([], build("b1"), 2, []) == {"builds": [build("b1")], "remove": []}
+    # The same tag through another registry (a distribution change) is an older build of its own.
+    assert image_retention([build("b1", "")], build("b1"), 1, [])["remove"] == build("b1", "")
+
+
+def test_only_images_with_the_bundles_label_that_no_container_uses_may_go() -> None:
+    label = {"org.opencontainers.image.title": "dask-gpu"}
+    images = [{"Id": "sha256:a", "RepoTags": build("b1")[:1], "Config": {"Labels": label}},
+              {"Id": "sha256:b", "RepoTags": build("b1")[1:], "Config": {"Labels": label}},
+              {"Id": "sha256:c", "RepoTags": [f"{REG}dask-gpu-scheduler:mine"], "Config": {"Labels": {}}}]
+    refs = [*build("b1"), f"{REG}dask-gpu-scheduler:mine", "missing:tag"]
+    assert retention_removable(refs, images, []) == build("b1")
+    # A stopped container made from the worker image keeps it (by image ID, or by the name it was run with).
+    assert retention_removable(refs, images, [{"Image": "x", "ImageID": "sha256:b"}]) == build("b1")[:1]
+    assert retention_removable(refs, images, [{"Image": build("b1")[0], "ImageID": "sha256:z"}]) == build("b1")[1:]
+
+
+def test_tags_and_the_names_a_build_host_holds() -> None:
+    assert archive_tags([*build("b2"), *build("b1", ""), "no-tag"]) == ["b1", "b2"]
+    assert archive_tags([f"{REG}dask-gpu-worker"]) == []
+    assert tagged(["b1"], [f"{REG}dask-gpu-scheduler", f"{REG}dask-gpu-worker"]) == sorted(
+        build("b1") + build("b1", ""))

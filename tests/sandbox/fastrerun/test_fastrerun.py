@@ -5,15 +5,17 @@ daemon.json back), a rerun with the inventory's settings (the fast rerun is the 
 converge left it and runs only the checks and the readiness check; each host's record names its units, images and
 packages;
 then a file the bundle manages is edited on a host (the firewall table of dask-w2), and the next run names it, runs
-every task, puts the file back and records every host again; a worker image untagged on one host and a unit stopped
-on another are named by the check of a checks-only run (--tags always), which drops their records; the worker image
-gone from one host comes back from the cluster's registry, which has it, so nothing is pushed; last, a
-checks-only run with another setting for dask-w1 drops every host's record before anything changes (what a run that
-fails half-way leaves)."""
+every task, puts the file back and records every host again, and keeps dask_images_keep builds of the images (two
+earlier builds planted in dask-w1's record: the older one's labelled image goes there and on the build host); a worker
+image untagged on one host and a unit stopped on another are named by the check of a checks-only run (--tags always),
+which drops their records; the worker image gone from one host comes back from the cluster's registry, which has it,
+so nothing is pushed; last, a checks-only run with another setting for dask-w1 drops every host's record before
+anything changes (what a run that fails half-way leaves)."""
 from __future__ import annotations
 
 import json
 import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -66,21 +68,100 @@ def test_a_rerun_of_an_unchanged_cluster_skips_to_the_readiness_check() -> None:
     assert firewalled.get("controller") == "", firewalled  # the sandbox's docker connection: no SSH, as the firewall
 
 
-def test_an_edited_file_makes_every_task_run_and_is_put_back() -> None:
+CLUSTER_RECORD = "/etc/ansible/facts.d/dask_cluster_dask.fact"
+RETENTION_TASKS = {f"dask_images : {name}" for name in (
+    "Archives of those builds are removed from the build host",
+    "Images of those builds are removed from the build host",
+    "The registry's manifests of the older builds are deleted (none a kept build's tag points at)",
+    "Registry stops for its garbage collection", "Layers no manifest uses any more are removed",
+    "Registry runs again")}
+
+
+def changed_tasks(output: str, host: str) -> list[str]:
+    """The names of the tasks that reported `changed` for a host (delegated ones included), in order, once each."""
+    names: list[str] = []
+    task = ""
+    for line in output.splitlines():
+        if line.startswith("TASK ["):
+            task = line[len("TASK ["):line.rfind("]")]
+        elif re.match(rf"changed: \[{re.escape(host)}(\]| ->)", line) and task not in names:
+            names.append(task)
+    return names
+OLD, MID = "sandbox-old", "sandbox-mid"  # tags of two earlier builds, planted below
+
+
+def retag(ref: str, tag: str) -> str:
+    return f"{ref.rsplit(':', 1)[0]}:{tag}"
+
+
+def plant_older_builds() -> list[str]:
+    """Two earlier builds in dask-w1's record, newest first after the one it runs (dask_images_keep is 2: MID stays,
+    OLD goes): OLD's scheduler image is the running one tagged again (the bundle's label, removed), its worker image
+    an empty image of the same name without the label (kept: not the bundle's). The build host (the controller) holds
+    OLD's tag and archive too. Returns the running build's references."""
+    host = live.WORKERS[0]
+    record = json.loads(live.on_host(host, "cat", CLUSTER_RECORD).stdout)
+    current = sorted(record["deployed"]["images"])
+    record["builds"] = [current, [retag(ref, MID) for ref in current], [retag(ref, OLD) for ref in current]]
+    live.on_host(host, "sh", "-c", f"cat > {CLUSTER_RECORD} <<'EOF'\n{json.dumps(record)}\nEOF")
+    scheduler, worker = current
+    live.on_host(host, "docker", "tag", scheduler, retag(scheduler, OLD))
+    live.on_host(host, "sh", "-c", f"tar cf - --files-from /dev/null | docker import - {retag(worker, OLD)}")
+    # The cluster's registry gets OLD's scheduler image as an OCI manifest (a digest of its own; deleting a digest
+    # deletes every tag that points at it, so the run keeps one that a kept tag shares).
+    registry = scheduler.split("/", 1)[0]
+    certs = f"/etc/docker/certs.d/{registry}"
+    live.on_host(live.SCHEDULER, "skopeo", "copy", "--format", "oci", "--src-cert-dir", certs, "--dest-cert-dir", certs,
+                 f"docker://{scheduler}", f"docker://{retag(scheduler, OLD)}")
+    # The build host names the images as the hosts do (the registry's name; tasks/build.yml).
+    subprocess.run(["docker", "tag", scheduler, retag(scheduler, OLD)], check=True, capture_output=True)
+    (live.ephemeral_dir() / "artifacts" / "images" / f"dask-gpu-{OLD}.tar").write_bytes(b"")
+    return current
+
+
+def test_an_edited_file_makes_every_task_run_and_is_put_back_and_older_builds_go() -> None:
     original = live.on_host(live.WORKERS[1], "cat", TABLE).stdout
     live.on_host(live.WORKERS[1], "sh", "-c", f"echo '# edited by hand' >> {TABLE}")
+    current = plant_older_builds()
     started = time.monotonic()
     run = live.playbook("site.yml", timeout=900)
     seconds = round(time.monotonic() - started, 1)
     assert run.returncode == 0, run.stdout[-4000:]
-    assert f"Every task runs: {live.WORKERS[1]}: {TABLE} was changed or removed since the last converge" \
-        in said(run.stdout), found(run.stdout)
+    # Retention (dask_images_keep 2): dask-w1 keeps the build it runs and MID; OLD's labelled image goes, the image
+    # without the bundle's label stays, and the build host lost OLD's tag and archive.
+    host, (scheduler, worker) = live.WORKERS[0], current
+    kept = json.loads(live.on_host(host, "cat", CLUSTER_RECORD).stdout)["builds"]
+    assert kept == [current, [retag(ref, MID) for ref in current]], kept
+    images = live.on_host(host, "docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
+    assert retag(scheduler, OLD) not in images and retag(worker, OLD) in images and scheduler in images, images
+    assert f"[retention] {host}: keeps 2 build(s) of 2" in said(run.stdout), run.stdout[-3000:]
+    assert f"removed: {retag(scheduler, OLD)}" in said(run.stdout), run.stdout[-3000:]
+    controller = subprocess.run(["docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}"],
+                                capture_output=True, text=True, check=True).stdout.split()
+    assert retag(scheduler, OLD) not in controller and scheduler in controller, controller
+    assert not (live.ephemeral_dir() / "artifacts" / "images" / f"dask-gpu-{OLD}.tar").exists()
+    registry = scheduler.split("/", 1)[0]
+    assert f"[retention] registry {registry}: deleted {OLD} scheduler" in said(run.stdout), run.stdout[-3000:]
+
+    def in_registry(ref: str) -> bool:
+        certs = f"/etc/docker/certs.d/{registry}"
+        return live.on_host(live.SCHEDULER, "skopeo", "inspect", "--raw", "--cert-dir", certs, f"docker://{ref}",
+                            check=False).returncode == 0
+    assert not in_registry(retag(scheduler, OLD)) and in_registry(scheduler) and in_registry(worker)
+    live.on_host(host, "docker", "rmi", retag(worker, OLD))
+    # Both edits are named: dask-w2's table, and dask-w1's cluster record (the planted builds).
+    assert f"Every task runs: {live.WORKERS[0]}: {CLUSTER_RECORD} was changed or removed since the last converge; " \
+        f"{live.WORKERS[1]}: {TABLE} was changed or removed since the last converge" in said(run.stdout), \
+        found(run.stdout)
     assert FAST not in said(run.stdout)
     for host in [live.SCHEDULER, *live.WORKERS]:
         assert live.on_host(host, "test", "-e", RECORD, check=False).returncode == 0, f"{host} was not recorded"
     assert live.on_host(live.WORKERS[1], "cat", TABLE).stdout == original
     counts = recap(run.stdout)
-    assert counts[live.WORKERS[1]]["changed"] >= 1 and counts[live.SCHEDULER]["changed"] == 0, counts
+    assert counts[live.WORKERS[1]]["changed"] >= 1, counts
+    # The scheduler host changed nothing of its own: what it reports changed is retention's, on the build host (the
+    # controller, delegated) and in the cluster's registry, which it runs.
+    assert set(changed_tasks(run.stdout, live.SCHEDULER)) == RETENTION_TASKS, changed_tasks(run.stdout, live.SCHEDULER)
     live.record("fastrerun", {"step": "site.yml after a managed file was edited (every task)", "seconds": seconds,
                               "tasks_ok": sum(c["ok"] for c in counts.values())})
 

@@ -16,7 +16,7 @@ CODE = ("site.yml", "playbooks", "roles", "collections/ansible_collections/dask_
 # Settings that change how a run goes, not what it deploys.
 RUN_ONLY = ("dask_fast_rerun",)
 # A host model's keys read from facts that a run writes or that change on their own (readings), not inputs.
-VOLATILE = ("deployed", "other_clusters", "legacy", "gpu_health", "record")
+VOLATILE = ("deployed", "builds", "other_clusters", "legacy", "gpu_health", "record")
 
 
 def _hash(value: Any) -> str:

@@ -89,6 +89,46 @@ def space_shortfall(report: dict[str, Any], needs: list[dict[str, Any]], host: s
             "space there (unused images: docker image prune -a), or set dask_images_work_dir to a larger file system.")
 
 
+def image_retention(builds: list[list[str]], current: list[str], keep: int, in_use: list[str]) -> dict[str, Any]:
+    """A host's builds of the cluster's images after a converge that deployed `current` (references), from its
+    record's `builds` (newest first): the newest `keep`, `current` first, stay; the references of the older ones are
+    removed, except one that a kept build or something else on the host (`in_use`: another cluster's images, a
+    container's) still uses. {"builds": [[ref, ...], ...], "remove": [ref, ...]}."""
+    newest = sorted(current)
+    history = [newest] + [sorted(build) for build in builds if build and sorted(build) != newest]
+    kept, older = history[:max(keep, 1)], history[max(keep, 1):]
+    stays = {ref for build in kept for ref in build} | set(in_use)
+    return {"builds": kept, "remove": sorted({ref for build in older for ref in build} - stays)}
+
+
+BUNDLE_LABEL = ("org.opencontainers.image.title", "dask-gpu")  # images/Dockerfile's LABEL
+
+
+def retention_removable(refs: list[str], images: list[dict[str, Any]], containers: list[dict[str, Any]]) -> list[str]:
+    """Those of `refs` that may go: their image (docker_image_info's `images`) carries the bundle's label and no
+    container, running or stopped (docker_host_info's verbose `containers`), was made from it. Sorted."""
+    used = {str(c.get(key)) for c in containers for key in ("Image", "ImageID") if c.get(key)}
+    ours: set[str] = set()
+    for image in images:
+        labels = (image.get("Config") or {}).get("Labels") or {}
+        if labels.get(BUNDLE_LABEL[0]) == BUNDLE_LABEL[1] and image.get("Id") not in used:
+            ours.update(str(tag) for tag in image.get("RepoTags") or [])
+    return sorted(ref for ref in refs if ref in ours and ref not in used)
+
+
+def archive_tags(refs: list[str]) -> list[str]:
+    """The image tags (what follows the last ':') of references, once each, sorted: the controller's archives and
+    the build host's images are named by them."""
+    return sorted({ref.rsplit(":", 1)[1] for ref in refs if ":" in ref.rsplit("/", 1)[-1]})
+
+
+def tagged(tags: list[str], repositories: list[str]) -> list[str]:
+    """Every repository (as named, and without its registry) with every tag: the names a build host may hold a build's
+    images under. Sorted, once each."""
+    names = set(repositories) | {repository.rsplit("/", 1)[-1] for repository in repositories}
+    return sorted(f"{name}:{tag}" for name in names for tag in tags)
+
+
 def apt_new_packages(stdout: str, wanted: str) -> list[str]:
     """The packages an apt-get install added, from its output's "The following NEW packages will be installed:" list
     (indented lines; names may carry an architecture), with `wanted` itself always among them; sorted."""
@@ -107,4 +147,5 @@ def apt_new_packages(stdout: str, wanted: str) -> list[str]:
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {"context_files": context_files, "apt_new_packages": apt_new_packages,
-                "space_needs": space_needs, "space_shortfall": space_shortfall}
+                "space_needs": space_needs, "space_shortfall": space_shortfall, "image_retention": image_retention,
+                "retention_removable": retention_removable, "archive_tags": archive_tags, "tagged": tagged}

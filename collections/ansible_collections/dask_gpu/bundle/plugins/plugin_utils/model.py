@@ -226,6 +226,10 @@ def host_model(host: str, settings: Mapping[str, Any], facts: Mapping[str, Any],
     model["other_clusters"] = records.others(facts, name)
     model["legacy"] = records.legacy(facts)
     model["deployed"] = dict(records.mine(facts, name).get("deployed") or {})
+    # The builds of the bundle's images this host keeps for the cluster, newest first (each a list of references),
+    # from its record (roles/dask_images/tasks/retention.yml writes them; your own images are never listed).
+    kept = records.mine(facts, name).get("builds")
+    model["builds"] = [list(build) for build in kept if isinstance(build, list)] if isinstance(kept, list) else []
     return model
 
 
