@@ -412,8 +412,12 @@ def main() -> int:
     # fails "Failed to dlopen libcuda.so.1" there, results/proofs-h200-cudf/).
     needs = {**machine_settings(), **({"dask_image_profile": "full"} if with_cudf else {})}
     run.record({"run": "machine", **machine(), "settings": needs})
-    against = {name: COMPARE.against[name] for name in args.against.split(",") if name}
-    plan = Comparison(COMPARE.base, against, {**COMPARE.workloads, **(FRAMES if with_cudf else {})}, args.rounds)
+    # The compare's two clusters share the GPUs at once: the full profile's auto pool (0.8 of each GPU) would leave the
+    # second too little to make its own, so both sides run without one (the same on either side: the ratio holds).
+    shared = {"dask_worker_rmm_pool_size": ""} if with_cudf else {}
+    against = {name: {**COMPARE.against[name], **shared} for name in args.against.split(",") if name}
+    plan = Comparison({**COMPARE.base, **shared}, against, {**COMPARE.workloads, **(FRAMES if with_cudf else {})},
+                      args.rounds)
     variants = {name: ({**PROOFS[name].settings, **needs}, PROOFS[name].bench) for name in args.proofs
                 if name in PROOFS}
     if "compare" in args.proofs:

@@ -119,7 +119,20 @@ def plant_older_builds() -> list[str]:
     return current
 
 
+SKOPEO_CACHE = "/var/lib/containers"  # skopeo's cache as root; teardown's test checks the bundle left none
+
+
 def test_an_edited_file_makes_every_task_run_and_is_put_back_and_older_builds_go() -> None:
+    """The test's own skopeo calls (planting, inspecting) leave no cache on the scheduler host that was not there."""
+    had_cache = live.on_host(live.SCHEDULER, "test", "-e", SKOPEO_CACHE, check=False).returncode == 0
+    try:
+        edited_file_and_older_builds()
+    finally:
+        if not had_cache:
+            live.on_host(live.SCHEDULER, "rm", "-rf", SKOPEO_CACHE)
+
+
+def edited_file_and_older_builds() -> None:
     original = live.on_host(live.WORKERS[1], "cat", TABLE).stdout
     live.on_host(live.WORKERS[1], "sh", "-c", f"echo '# edited by hand' >> {TABLE}")
     current = plant_older_builds()
