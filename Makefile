@@ -7,7 +7,7 @@ COMPOSE_CPU := docker compose -f compose.yaml -f compose.cpu.yaml
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-setup: venv ## virtualenv, Docker daemon (+ buildx, compose), base images
+setup: venv ## virtualenv, Docker daemon (+ buildx, compose, skopeo), base images
 	bash scripts/setup-docker.sh
 	bash scripts/base-images.sh
 

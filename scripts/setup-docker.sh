@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Make sure a Docker daemon answers, with BuildKit (buildx) and the compose plugin.
 # On a fresh Debian machine (root, no Docker engine) it installs Debian's docker.io and
-# debootstrap, adds trixie's static buildx/compose plugins, and starts dockerd directly
+# debootstrap and skopeo, adds trixie's static buildx/compose plugins, and starts dockerd directly
 # when PID 1 is not systemd. Safe to run again: every step checks first.
 set -euo pipefail
 
@@ -26,6 +26,11 @@ apt_install() {
 if ! command -v dockerd >/dev/null 2>&1 && ! docker info >/dev/null 2>&1; then
   log "installing docker.io"
   apt_install docker.io
+fi
+if ! command -v skopeo >/dev/null 2>&1; then
+  # the build host's tool for own images with zstd layers (dask_images_convert_layers; the controller by default)
+  log "installing skopeo"
+  apt_install skopeo
 fi
 if ! command -v debootstrap >/dev/null 2>&1; then
   log "installing debootstrap"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import own_image
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import layers, own_image
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import images
 
 
@@ -55,7 +55,24 @@ def kept(cluster: Mapping[str, Any], found: Mapping[str, Any], settings: Mapping
     return model
 
 
+def layer_plan(manifests: list[Mapping[str, Any]], own: Mapping[str, str], settings: Mapping[str, Any], machine: str,
+               docker_info: Mapping[str, Any], host_dockers: Mapping[str, str], distribution: str) -> dict[str, Any]:
+    """From the loop results of `docker manifest inspect --verbose` (item: the docker_image_info result of a
+    reference the build host lacks) and the build host's `docker info` (docker_host_info's host_info):
+    {"convert": [{ref, tls_verify}], "problems": [...]} (plugin_utils/layers.py)."""
+    build_docker = str(docker_info.get("ServerVersion") or "")
+    registries = docker_info.get("RegistryConfig") or {}
+    formats = {str((run.get("item") or {}).get("item")): layers.compressions(str(run.get("stdout") or ""), machine)
+               for run in manifests if run.get("rc") == 0}
+    # scheduler, then worker: a reference serving both is named by the worker's variable
+    setting_of = {ref: f"dask_images_{target}_image" for target, ref in sorted(own.items())}
+    found = layers.plan(formats, setting_of, str(settings.get("dask_images_build_host") or "localhost"), build_docker,
+                        settings.get(layers.CONVERT_SETTING) is True, distribution, host_dockers)
+    found["convert"] = [{"ref": ref, "tls_verify": not layers.plain_http(ref, registries)} for ref in found["convert"]]
+    return found
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {"own_image_probe": probe_argv, "own_image_inspected": inspected, "own_image_problems": problems,
-                "own_image_kept": kept}
+                "own_image_kept": kept, "own_image_layers": layer_plan}
