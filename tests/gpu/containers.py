@@ -81,10 +81,25 @@ def stop_docker() -> str:
     pid = int(pid_file.read_text())
     os.kill(pid, 15)
     for _ in range(40):  # the call's end takes what is left
-        if not Path(f"/proc/{pid}").exists():
+        if not running(pid):
             return f"dockerd stopped ({len(left)} containers removed)"
         time.sleep(0.25)
     return "dockerd still running"
+
+
+def running(pid: int) -> bool:
+    """Whether the process runs: dockerd is this script's child (start_docker), so once it exits it stays a zombie
+    until reaped here; a zombie has stopped."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:  # not our child
+        pass
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
 
 
 def standin_images(rendered: harness.Rendered, report: Path, extra_roots: str = "") -> list[str]:
