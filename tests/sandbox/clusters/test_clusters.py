@@ -26,7 +26,9 @@ import pytest
 
 HOSTS = (live.SCHEDULER, *live.WORKERS)
 USER_DATA = "/srv/team-data"  # a folder of the user's, on every worker host, given to blue as dask_data_dir
-OWN_IMAGE = "dask-own-test:own"  # tests/images/own/build.sh
+# tests/images/own/build.sh; DASK_SANDBOX_BLUE_OWN_REF: another reference of it (an OCI image with zstd layers in a
+# registry the controller reaches, say: the build host converts it, dask_images_convert_layers)
+OWN_IMAGE = os.environ.get("DASK_SANDBOX_BLUE_OWN_REF") or "dask-own-test:own"
 BLUE_OWN = os.environ.get("DASK_SANDBOX_BLUE_OWN_IMAGE") == "1"  # by hand: blue on OWN_IMAGE
 
 
@@ -42,7 +44,7 @@ def blue_vars() -> dict[str, Any]:
               "dask_controller_dir": str(live.ephemeral_dir() / "artifacts-blue"), "dask_monitoring_enabled": False}
     if BLUE_OWN:
         return {**common, "dask_images_worker_image": OWN_IMAGE, "dask_images_distribution": "archive",
-                "dask_images_extra_packages": [], "dask_notebook_enabled": False}
+                "dask_images_extra_packages": [], "dask_notebook_enabled": False, "dask_images_convert_layers": True}
     registry = f"{live.address(live.SCHEDULER)}:5000"
     return {**common, "dask_images_distribution": "registry", "dask_images_registry": registry,
             "dask_notebook_port": 9888}
