@@ -106,8 +106,10 @@ SKOPEO_CACHE = Path("/var/lib/containers")  # skopeo's cache as root: removed wh
 
 @pytest.fixture(scope="module")
 def zstd_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """dask-own-test:own as an OCI image with zstd layers (skopeo copy --format oci --dest-compress-format zstd) in
-    a registry on 127.0.0.1 (a free port, HTTP: Docker pulls from loopback registries without TLS)."""
+    """dask-own-test:own with a layer of its own (a token of this run: a daemon that has met an image's zstd blobs
+    before may take their content from its own store and skip the layer it cannot read) as an OCI image with zstd
+    layers (skopeo copy --format oci --dest-compress-format zstd) in a registry on 127.0.0.1 (a free port, HTTP: Docker
+    pulls from loopback registries without TLS)."""
     built = subprocess.run(["bash", str(ROOT / "tests" / "images" / "own" / "build.sh"), "registry"],
                            capture_output=True, text=True, timeout=1200)
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-3000:]
@@ -123,6 +125,11 @@ def zstd_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
            "-v", f"{config}:/etc/docker/registry/config.yml:ro", "dask-own-test:registry")
     had_cache = SKOPEO_CACHE.exists()
     ref = f"127.0.0.1:{port}/dask-own-test:zstd"
+    context = tmp_path_factory.mktemp("token")
+    (context / "token").write_text(f"{time.time_ns()}\n")
+    (context / "Dockerfile").write_text("FROM dask-own-test:own\nCOPY token /srv/token\n")
+    source = "dask-own-test:zstd-source"
+    docker("build", "-q", "-t", source, str(context))
     try:
         for _ in range(60):
             try:
@@ -130,8 +137,12 @@ def zstd_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 break
             except OSError:
                 time.sleep(0.5)
+        else:
+            logs = docker("logs", REGISTRY_CONTAINER, check=False)
+            pytest.fail(f"the registry on 127.0.0.1:{port} did not answer in 30 s: "
+                        f"{(logs.stdout + logs.stderr)[-1500:]}")
         pushed = subprocess.run(["skopeo", "copy", "--quiet", "--format", "oci", "--dest-compress-format", "zstd",
-                                 "--dest-tls-verify=false", "docker-daemon:dask-own-test:own", f"docker://{ref}"],
+                                 "--dest-tls-verify=false", f"docker-daemon:{source}", f"docker://{ref}"],
                                 capture_output=True, text=True, timeout=600)
         assert pushed.returncode == 0, pushed.stderr[-2000:]
         manifest = subprocess.run(["skopeo", "inspect", "--raw", "--tls-verify=false", f"docker://{ref}"],
@@ -140,7 +151,7 @@ def zstd_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield ref
     finally:
         docker("rm", "-f", REGISTRY_CONTAINER, check=False)
-        docker("image", "rm", ref, check=False)
+        docker("image", "rm", ref, source, check=False)
         if not had_cache:
             subprocess.run(["rm", "-rf", str(SKOPEO_CACHE)], check=False)
 
@@ -166,7 +177,7 @@ def test_an_oci_image_with_zstd_layers_is_refused_where_docker_cannot_pull_it_th
     if int(server.split(".")[0]) < 23:
         assert re.search(r"TASK \[dask : Converted images are loaded[^\n]*\n(?:[^\n]*\n)*?changed: \[s1 -> localhost\]",
                          run.stdout), run.stdout[-3000:]
-    labels = docker("image", "inspect", "-f", "{{.Config.User}}", zstd_image).stdout.strip()
-    assert labels == "analyst", labels
+    user = docker("image", "inspect", "-f", "{{.Config.User}}", zstd_image).stdout.strip()
+    assert user == "analyst", user  # the own image's, kept through the conversion
     assert "The probe runs in each own image" in run.stdout
     print(f"[own-image] {zstd_image} (OCI, zstd layers) converted on the build host, probed and passed")

@@ -62,7 +62,8 @@ def results(*refs_and_bodies: tuple[str, Any]) -> list[dict[str, Any]]:
 
 def info(version: str) -> dict[str, Any]:
     """docker_host_info's host_info, as Docker 20.10 reports it with an insecure registry in daemon.json."""
-    return {"ServerVersion": version, "RegistryConfig": {"InsecureRegistryCIDRs": ["127.0.0.0/8", "10.9.0.0/16"],
+    return {"ServerVersion": version, "RegistryConfig": {"InsecureRegistryCIDRs": ["::1/128", "127.0.0.0/8",
+                                                                                   "10.9.0.0/16"],
                                                          "IndexConfigs": {"plain.example:5000": {"Secure": False}}}}
 
 
@@ -112,11 +113,21 @@ def test_registry_distribution_names_every_host_whose_docker_cannot_pull() -> No
     assert plan["convert"] == []
     assert len(plan["problems"]) == 1
     assert "every host pulls it as given: w1 (Docker 20.10.24+dfsg1). " in plan["problems"][0]
+    # every host pulls zstd, the build host (which pulls it for the probe) does not: converted there, or refused
+    newer = {"w1": "27.3.1", "w2": "27.3.1"}
+    converted = layer_plan(results(("reg:5000/own:z", ZSTD)), OWN, {"dask_images_convert_layers": True}, "x86_64",
+                           info("20.10.24"), newer, "registry")
+    assert converted == {"convert": [{"ref": "reg:5000/own:z", "tls_verify": True}], "problems": []}
+    refused = layer_plan(results(("reg:5000/own:z", ZSTD)), OWN, {}, "x86_64", info("20.10.24"), newer, "registry")
+    assert refused["convert"] == [] and len(refused["problems"]) == 1
+    assert "(the build host) cannot pull" in refused["problems"][0]
 
 
 def test_tls_is_verified_as_docker_verifies_it() -> None:
     registries = info("20.10.24")["RegistryConfig"]
-    for ref in ("127.0.0.1:5000/own:z", "localhost:5000/own:z", "10.9.1.2:5000/team/own:z", "plain.example:5000/own:z"):
+    for ref in ("127.0.0.1:5000/own:z", "localhost:5000/own:z", "10.9.1.2:5000/team/own:z", "plain.example:5000/own:z",
+                "[::1]:5000/own:z"):
         assert layers.plain_http(ref, registries), ref
-    for ref in ("reg.example:5000/own:z", "10.10.1.2:5000/own:z", "team/own:z", "own:z", "reg.example/own:z"):
+    for ref in ("reg.example:5000/own:z", "10.10.1.2:5000/own:z", "team/own:z", "own:z", "reg.example/own:z",
+                "[fd00::1]:5000/own:z"):
         assert not layers.plain_http(ref, registries), ref

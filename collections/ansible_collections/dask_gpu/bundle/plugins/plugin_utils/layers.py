@@ -72,11 +72,11 @@ def plain_http(ref: str, registry_config: Mapping[str, Any]) -> bool:
     index = (registry_config.get("IndexConfigs") or {}).get(first) or {}
     if index.get("Secure") is False:
         return True
-    name = first.rsplit(":", 1)[0] if first.count(":") == 1 else first
+    name = first[1:first.index("]")] if first.startswith("[") and "]" in first else first.rsplit(":", 1)[0]
     if name == "localhost":
         return True
     try:
-        address = ipaddress.ip_address(name.strip("[]"))
+        address = ipaddress.ip_address(name)
     except ValueError:
         return False
     return any(address in ipaddress.ip_network(cidr, strict=False)
@@ -88,24 +88,23 @@ def plan(formats: Mapping[str, list[str]], setting_of: Mapping[str, str], build_
     """What the build host does with each own reference it lacks (formats: ref -> compressions) and what is refused:
     {"convert": [refs the build host converts], "problems": [...]}. A zstd reference that the build host's Docker
     cannot pull is converted when dask_images_convert_layers is on (skopeo: zstd to gzip, then into the daemon), else
-    refused; with distribution registry every host pulls it as given, so a host whose Docker cannot is refused."""
+    refused; with distribution registry every host also pulls it as given, so a host whose Docker cannot is refused
+    (the build host, which pulls it for the probe, is judged as in the other modes)."""
     converts: list[str] = []
     problems: list[str] = []
     for ref, found in formats.items():
         if "zstd" not in found:
             continue
         variable = setting_of.get(ref, "dask_images_worker_image")
-        if distribution == "registry":
-            old = sorted(f"{host} (Docker {version})" for host, version in host_dockers.items()
-                         if pulls_zstd(version) is False)
-            if old:
-                problems.append(
-                    f"{variable}={ref} has zstd-compressed layers, which Docker before {ZSTD_DOCKER}.0 cannot pull, "
-                    f"and with dask_images_distribution=registry every host pulls it as given: {', '.join(old)}. "
-                    f"Use dask_images_distribution archive or cluster-registry with {CONVERT_SETTING}: true (the "
-                    f"build host converts the layers once), install a newer Docker (docker_engine_source: upstream), "
-                    f"or push the image with gzip layers.")
-            continue
+        old = sorted(f"{host} (Docker {version})" for host, version in host_dockers.items()
+                     if pulls_zstd(version) is False)
+        if distribution == "registry" and old:
+            problems.append(
+                f"{variable}={ref} has zstd-compressed layers, which Docker before {ZSTD_DOCKER}.0 cannot pull, "
+                f"and with dask_images_distribution=registry every host pulls it as given: {', '.join(old)}. "
+                f"Use dask_images_distribution archive or cluster-registry with {CONVERT_SETTING}: true (the "
+                f"build host converts the layers once), install a newer Docker (docker_engine_source: upstream), "
+                f"or push the image with gzip layers.")
         if pulls_zstd(build_docker) is not False:
             continue
         if convert and "@" not in ref:
