@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import own_image
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import FEATURES, image_needs
 
 ALL_MODULES = {name: True for name in own_image.MODULES}
 COMMANDS = {name: f"/env/bin/{name}" for name in ("dask", *own_image.BUNDLE_COMMANDS)}
@@ -50,7 +51,9 @@ def test_transport_spilling_monitoring_and_notebook_needs_are_named() -> None:
                                             "prometheus_client", "jupyterlab", "dask_labextension")})
     settings = {**SETTINGS, "dask_transport": "tls-ucx", "dask_monitoring_enabled": True,
                 "dask_notebook_enabled": True}
-    text = "\n".join(own_image.problems(inspected(bare, bare), {**CLUSTER, "cudf_spill": True}, settings, "ctl"))
+    cluster = {**CLUSTER, "cudf_spill": True}
+    text = "\n".join(own_image.problems(inspected(bare, bare), cluster, settings, "ctl",
+                                        image_needs(cluster, settings)))
     for need in ("lacks distributed_ucxx, needed by dask_transport=tls-ucx",
                  "lacks dask_gpu_verify.host_frames, needed by dask_transport=tls-ucx (the scheduler's preload)",
                  "lacks cudf, needed by dask_worker_cudf_spill=true", "lacks prometheus_client",
@@ -117,3 +120,18 @@ def test_the_model_keeps_everything_and_takes_the_images_versions_and_lock() -> 
     assert result["images"]["cudf"] is True
     without = kept(model, inspected(report(), report({"dask_cudf": False})), SETTINGS, {})
     assert without["images"]["cudf"] is False
+
+
+def test_every_module_a_feature_needs_is_one_the_probe_looks_for() -> None:
+    """The features' image needs (features.image_needs, a loop over the registry) reach the check, and the probe
+    run in the image looks for each module they name (own_image.MODULES): one it did not would pass unseen."""
+    settings = {**SETTINGS, **{feature.switch: True for feature in FEATURES if feature.switch},
+                "dask_monitoring_enabled": True}
+    needed = image_needs(CLUSTER, settings)
+    named = {module for pairs in needed.values() for module, _ in pairs}
+    assert {"jupyterlab", "dask_labextension", "prometheus_client"} <= named, needed
+    assert named <= set(own_image.MODULES), named - set(own_image.MODULES)
+    bare = report({name: False for name in named})
+    text = "\n".join(own_image.problems(inspected(bare, bare), CLUSTER, settings, "ctl", needed))
+    assert all(f"lacks {module}" in text for module in named), text
+    assert image_needs(CLUSTER, {**SETTINGS, "dask_notebook_enabled": False}) == {"scheduler": [], "worker": []}

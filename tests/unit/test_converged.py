@@ -16,6 +16,7 @@ import yaml
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.dask_gpu.bundle.plugins.filter.converge import converge_parts
 from ansible_collections.dask_gpu.bundle.plugins.modules import converged
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import managed
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -329,11 +330,12 @@ def _installed_by_roles() -> set[str]:
 
 
 def test_the_record_knows_every_package_the_roles_install() -> None:
-    """The record's package list (roles/dask_record/vars/main.yml: Docker's from the settings, the rest by name)
-    holds every package a role's apt task installs, as the roles name them."""
+    """The record's package list (roles/dask_record/vars/main.yml: Docker's from the settings, the core's by name,
+    the features' from the registry: features.managed) holds every package a role's apt task installs, as the roles
+    name them."""
     role_vars = yaml.safe_load((ROOT / "roles" / "dask_record" / "vars" / "main.yml").read_text())
-    listed = next(text for text in role_vars.values() if isinstance(text, str) and "'nftables'" in text)
-    named = set(re.findall(r"'([a-z0-9][a-z0-9.+-]+)'", listed))
+    listed = next(text for text in role_vars.values() if isinstance(text, str) and "managed.packages" in text)
+    named = set(re.findall(r"'([a-z0-9][a-z0-9.+-]+)'", listed)) | set(managed()["packages"])
     named |= {name for key in re.findall(r"dask_settings\.([a-z_]+)", listed) for name in
               yaml.safe_load((ROOT / "roles" / "docker_engine" / "defaults" / "main.yml").read_text())[key]}
     installed = _installed_by_roles()
@@ -401,8 +403,8 @@ def test_no_record_is_not_intact(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_the_record_knows_every_tag_of_site_yml() -> None:
-    """roles/dask_record/vars/main.yml holds the list of site.yml's tags (a run skipping one is not a whole
-    converge): the same tags as site.yml's plays."""
+    """roles/dask_record/vars/main.yml's list of site.yml's tags (a run skipping one is not a whole converge), the
+    core's there and the features' (features.managed), holds the same tags as site.yml's plays, each once."""
     tags: set[str] = set()
 
     def walk(node: object) -> None:
@@ -417,7 +419,9 @@ def test_the_record_knows_every_tag_of_site_yml() -> None:
 
     walk(yaml.safe_load((ROOT / "site.yml").read_text()))
     role_vars = yaml.safe_load((ROOT / "roles" / "dask_record" / "vars" / "main.yml").read_text())
-    assert sorted(tags) in [sorted(value) for value in role_vars.values() if isinstance(value, list)], role_vars
+    listed = next(text for text in role_vars.values() if isinstance(text, str) and "managed.tags" in text)
+    recorded = re.findall(r"'([a-z][a-z0-9_-]*)'", listed) + managed()["tags"]
+    assert sorted(recorded) == sorted(tags), (sorted(recorded), sorted(tags))
 
 
 def test_the_record_knows_every_group_a_run_fills() -> None:

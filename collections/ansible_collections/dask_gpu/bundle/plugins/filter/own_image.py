@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import layers, own_image
-from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import images
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import image_needs, images
 
 
 def probe_argv(_own: Any) -> list[str]:
@@ -34,7 +34,7 @@ def inspected(own: Mapping[str, str], infos: list[Mapping[str, Any]], probes: li
 def problems(found: Mapping[str, Any], cluster: Mapping[str, Any], settings: Mapping[str, Any], build_host: str,
              hosts: Mapping[str, Any]) -> list[str]:
     """The contract's findings, then a Dask version change against what the hosts last ran (never rolled)."""
-    messages = own_image.problems(found, cluster, settings, build_host)
+    messages = own_image.problems(found, cluster, settings, build_host, image_needs(cluster, settings))
     if messages:
         return messages
     wanted = own_image.result(found)["versions"]

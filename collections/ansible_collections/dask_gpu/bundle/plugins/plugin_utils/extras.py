@@ -22,15 +22,15 @@ def pinned(pins_text: str) -> dict[str, str]:
     return {canonicalize_name(name): version for name, version in found}
 
 
-# What a feature adds to the images when it is on: its switch, and its requirements file in the repository.
-FEATURE_PACKAGES = {"dask_notebook_enabled": "roles/dask_notebook/files/requirements.txt"}
-
-
 def packages(settings: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The requirement lines given as values (where, line): dask_images_extra_packages' entries, then those of the
-    features that are on (JupyterLab for dask_notebook_enabled), which the image tag's hash takes one by one."""
+    features that are on (each feature's `requirements` file while its `switch` is on: JupyterLab for
+    dask_notebook_enabled), which the image tag's hash takes one by one."""
+    # The registry's features (the images feature among them) import this module: it is read when called.
+    from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import image_requirements
+
     lines = [("dask_images_extra_packages", str(entry)) for entry in settings.get("dask_images_extra_packages") or []]
-    for switch, relative in FEATURE_PACKAGES.items():
+    for switch, relative in image_requirements():
         if settings.get(switch) is not True:
             continue
         path = Path(str(settings.get("dask_repo_dir") or ".")) / relative

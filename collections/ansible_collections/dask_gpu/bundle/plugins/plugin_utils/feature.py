@@ -98,7 +98,14 @@ class Feature:
     `cluster` facts for dask_cluster, `checks` messages about the host (each becomes `host H: MESSAGE`), `advice`
     lines printed for the cluster (never refused). `units` and `containers` name what the feature runs on its hosts,
     as (key, suffix) pairs: the cluster's prefix joins each suffix (`dask-notebook`, `dask-blue-notebook`), and the
-    model's `units.KEY` and `containers.KEY` are them (features.identity)."""
+    model's `units.KEY` and `containers.KEY` are them (features.identity).
+
+    What the feature's role manages on a host, outside the cluster's own folders: `packages` it may install (the
+    record keeps their versions) and `paths` it configures (the fast rerun fingerprints them); `tag`, the tag of its
+    play in site.yml (a run that skips it is not a whole converge). What it needs in the images: `requirements`, a
+    requirements file (repository-relative) built into them while the setting `switch` is true, and `image_needs`,
+    the modules a user's own image must provide for it ({"scheduler"|"worker": [(module, what needs it)]}), read by
+    the own-image check on the image that runs it (features.managed, features.image_needs)."""
 
     name: str
     role: str
@@ -108,3 +115,9 @@ class Feature:
     cluster: Callable[[ClusterInput], dict[str, Any]] | None = None
     checks: Callable[[CheckInput], list[str]] | None = None
     advice: Callable[[Mapping[str, Any]], list[str]] | None = None
+    packages: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+    tag: str = ""
+    switch: str = ""
+    requirements: str = ""
+    image_needs: Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, list[tuple[str, str]]]] | None = None

@@ -18,7 +18,7 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
     scheduler_host,
     worker_hosts,
 )
-from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import FEATURES, identity
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import FEATURES, identity, managed
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import cluster_paths
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.options import parse_size
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.ports import span
@@ -385,6 +385,8 @@ def cluster_model(settings: Mapping[str, Any], hosts: Mapping[str, Mapping[str, 
                                       sum(counts.values())),
         "uid": int(settings["dask_container_uid"]),
         "gid": int(settings["dask_container_gid"]),
+        # What the features' roles manage on a host (packages, paths, site.yml tags): role dask_record's record.
+        "managed": managed(),
     }
     inp = ClusterInput(settings=settings, hosts=hosts, groups=groups, image_hash=image_hash, scheduler=scheduler,
                        members=members, model=model)

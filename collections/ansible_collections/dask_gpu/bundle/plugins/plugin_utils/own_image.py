@@ -95,8 +95,10 @@ def parse(output: str) -> dict[str, Any] | None:
     return None
 
 
-def needs(cluster: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, list[tuple[str, str]]]:
-    """What each target's image must provide for this cluster: (module or command, what needs it)."""
+def needs(cluster: Mapping[str, Any], settings: Mapping[str, Any],
+          feature_needs: Mapping[str, list[tuple[str, str]]] | None = None) -> dict[str, list[tuple[str, str]]]:
+    """What each target's image must provide for this cluster: (module or command, what needs it); the core's, then
+    the features' (`feature_needs`, features.image_needs: what the features that are on need in each image)."""
     gpu = list(cluster.get("gpu_hosts") or [])
     scheduler = [("dask", "the units (`dask scheduler`, `dask worker`)"), ("distributed", "the units")]
     worker = scheduler + [("dask_gpu_verify", "the bundle's verify, benchmark and job clients, which run from the "
@@ -114,12 +116,8 @@ def needs(cluster: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, 
         scheduler.append(("dask_gpu_verify.host_frames", "dask_transport=tls-ucx (the scheduler's preload)"))
     if cluster.get("cudf_spill"):
         worker.append(("cudf", "dask_worker_cudf_spill=true"))
-    if settings.get("dask_monitoring_enabled") is True:
-        worker.append(("prometheus_client", "dask_monitoring_enabled=true (the workers' /metrics)"))
-        scheduler.append(("prometheus_client", "dask_monitoring_enabled=true (the scheduler's /metrics)"))
-    if settings.get("dask_notebook_enabled") is True:
-        worker += [("jupyterlab", "dask_notebook_enabled=true (JupyterLab runs from the worker image)"),
-                   ("dask_labextension", "dask_notebook_enabled=true (the Dask JupyterLab extension)")]
+    scheduler += (feature_needs or {}).get("scheduler", [])
+    worker += (feature_needs or {}).get("worker", [])
     return {"scheduler": scheduler, "worker": worker}
 
 
@@ -129,13 +127,13 @@ def _root(user: str) -> bool:
 
 
 def problems(inspected: Mapping[str, Any], cluster: Mapping[str, Any], settings: Mapping[str, Any],
-             build_host: str) -> list[str]:
+             build_host: str, feature_needs: Mapping[str, list[tuple[str, str]]] | None = None) -> list[str]:
     """Every way the own images fall short of the contract, each naming its setting, its reference and the build
     host it was inspected on. `inspected` maps scheduler and worker to {ref, user (the image's USER), output (the
-    probe container's output), failed (the probe container's error, if any)}."""
+    probe container's output), failed (the probe container's error, if any)}; `feature_needs` as needs()."""
     found: list[str] = []
     reports: dict[str, dict[str, Any]] = {}
-    wanted = needs(cluster, settings)
+    wanted = needs(cluster, settings, feature_needs)
     uid = cluster.get("uid", 10001)
     for target in ("scheduler", "worker"):
         entry = inspected.get(target) or {}

@@ -2,6 +2,7 @@
 The core (model.py, checks.py) runs them in this order; a new service adds its module and one line here."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import identity as core
@@ -31,3 +32,32 @@ def identity(name: str) -> dict[str, Any]:
                     raise ValueError(f"feature {feature.name}: {kind} key {key} is taken")
                 ident[kind][key] = f"{ident['prefix']}-{suffix}"
     return ident
+
+
+def managed() -> dict[str, list[str]]:
+    """What the features' roles manage on a host beside the core's (Docker's), in registry order, each once: the
+    packages they may install, the paths they configure, their site.yml tags (role dask_record: the record and the
+    fast rerun read them from the cluster model's `managed`)."""
+    out: dict[str, list[str]] = {"packages": [], "paths": [], "tags": []}
+    for feature in FEATURES:
+        for key, values in (("packages", feature.packages), ("paths", feature.paths),
+                            ("tags", (feature.tag,) if feature.tag else ())):
+            out[key] += [value for value in values if value not in out[key]]
+    return out
+
+
+def image_requirements() -> list[tuple[str, str]]:
+    """(switch, repository-relative requirements file) of each feature that builds packages into the images while
+    its switch is on (extras.packages)."""
+    return [(feature.switch, feature.requirements) for feature in FEATURES if feature.requirements]
+
+
+def image_needs(cluster: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, list[tuple[str, str]]]:
+    """What the features that are on need in each image ({"scheduler"|"worker": [(module, what needs it)]}), in
+    registry order (own_image.needs adds them to the core's)."""
+    out: dict[str, list[tuple[str, str]]] = {"scheduler": [], "worker": []}
+    for feature in FEATURES:
+        if feature.image_needs is not None:
+            for target, needed in feature.image_needs(cluster, settings).items():
+                out[target] += needed
+    return out

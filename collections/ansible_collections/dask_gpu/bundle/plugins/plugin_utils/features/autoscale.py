@@ -107,4 +107,5 @@ def checks(inp: CheckInput) -> list[str]:
 
 FEATURE = Feature(name="autoscale", role="dask_autoscale",
                   units=(("autoscaler", "autoscaler"), ("autoscale_agent", "autoscale-agent")),
-                  containers=(("autoscaler", "autoscaler"),), host=host, cluster=cluster, checks=checks)
+                  containers=(("autoscaler", "autoscaler"),), host=host, cluster=cluster, checks=checks,
+                  tag="autoscale")

@@ -57,4 +57,5 @@ UNAUTHENTICATED: tuple[tuple[str, str | None], ...] = (
     ("dask_monitoring_node_exporter_port", None))
 
 
-FEATURE = Feature(name="firewall", role="dask_firewall", units=(("firewall", "firewall"),), host=host, checks=checks)
+FEATURE = Feature(name="firewall", role="dask_firewall", units=(("firewall", "firewall"),), host=host, checks=checks,
+                  packages=("nftables",), tag="firewall")

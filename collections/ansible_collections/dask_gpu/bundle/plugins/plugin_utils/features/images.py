@@ -239,4 +239,8 @@ def advice(cluster_model: Mapping[str, Any]) -> list[str]:
             "scheduler host (mutual TLS with the cluster's CA); the other hosts pull from it (docs/images.md)."]
 
 
-FEATURE = Feature(name="images", role="dask_images", host=host, cluster=cluster, checks=checks, advice=advice)
+# The cluster registry's package and skopeo (the registry's garbage collection, layer conversion); the registry's
+# client certificates in Docker's certs.d and its configuration.
+FEATURE = Feature(name="images", role="dask_images", host=host, cluster=cluster, checks=checks, advice=advice,
+                  packages=("docker-registry", "skopeo"), paths=("/etc/docker/certs.d", "/etc/docker/registry"),
+                  tag="images")

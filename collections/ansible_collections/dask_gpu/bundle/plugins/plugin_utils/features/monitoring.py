@@ -129,4 +129,15 @@ def checks(inp: CheckInput) -> list[str]:
     return problems
 
 
-FEATURE = Feature(name="monitoring", role="dask_monitoring", host=host, cluster=cluster, checks=checks)
+def image_needs(cluster: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, list[tuple[str, str]]]:
+    """The scheduler's and the workers' /metrics."""
+    if not enabled(settings):
+        return {}
+    return {"worker": [("prometheus_client", "dask_monitoring_enabled=true (the workers' /metrics)")],
+            "scheduler": [("prometheus_client", "dask_monitoring_enabled=true (the scheduler's /metrics)")]}
+
+
+FEATURE = Feature(name="monitoring", role="dask_monitoring", host=host, cluster=cluster, checks=checks,
+                  packages=("prometheus", "prometheus-node-exporter"),
+                  paths=("/etc/prometheus", "/etc/default/prometheus", "/etc/default/prometheus-node-exporter"),
+                  tag="monitoring", image_needs=image_needs)

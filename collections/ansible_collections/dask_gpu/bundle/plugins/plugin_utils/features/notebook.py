@@ -102,5 +102,15 @@ def checks(inp: CheckInput) -> list[str]:
     return problems
 
 
+def image_needs(cluster: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, list[tuple[str, str]]]:
+    """JupyterLab runs from the worker image."""
+    if not enabled(settings):
+        return {}
+    return {"worker": [("jupyterlab", "dask_notebook_enabled=true (JupyterLab runs from the worker image)"),
+                       ("dask_labextension", "dask_notebook_enabled=true (the Dask JupyterLab extension)")]}
+
+
 FEATURE = Feature(name="notebook", role="dask_notebook", units=(("notebook", "notebook"),),
-                  containers=(("notebook", "notebook"),), host=host, cluster=cluster, checks=checks)
+                  containers=(("notebook", "notebook"),), host=host, cluster=cluster, checks=checks,
+                  tag="notebook", switch="dask_notebook_enabled", requirements="roles/dask_notebook/files/requirements.txt",
+                  image_needs=image_needs)

@@ -33,4 +33,7 @@ def checks(inp: CheckInput) -> list[str]:
     return []
 
 
-FEATURE = Feature(name="toolkit", role="nvidia_container_toolkit", checks=checks)
+FEATURE = Feature(name="toolkit", role="nvidia_container_toolkit", checks=checks,
+                  packages=("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
+                            "libnvidia-container1"),
+                  paths=("/etc/cdi",), tag="toolkit")
