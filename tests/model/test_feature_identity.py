@@ -87,3 +87,18 @@ def test_what_a_feature_manages_is_its_roles_and_reaches_the_record() -> None:
         declared = [value for feature in features.FEATURES for value in getattr(feature, attribute)]
         assert sorted(found[key]) == sorted(set(declared)) and len(found[key]) == len(set(found[key])), key
     assert found["tags"] == [feature.tag for feature in features.FEATURES if feature.tag]
+
+
+def test_teardown_runs_every_roles_teardown_once_the_features_from_the_registry() -> None:
+    """Role dask_teardown names the core's teardown entry points and loops over the features' (the cluster model's
+    managed.teardown, each at its feature's stage): every role with a tasks/teardown.yml is run once, either way."""
+    text = (ROOT / "roles" / "dask_teardown" / "tasks" / "main.yml").read_text()
+    named = re.findall(r"^\s+name: ([a-z_]+)\n\s+tasks_from: teardown", text, re.M)
+    stages = features.managed()["teardown"]
+    assert set(stages) == set(features.TEARDOWN_STAGES)
+    for stage in features.TEARDOWN_STAGES:
+        assert f"dask_cluster.managed.teardown.{stage} }}}}" in text, stage
+    from_registry = [role for stage in features.TEARDOWN_STAGES for role in stages[stage]]
+    with_entry = sorted(path.parents[1].name for path in (ROOT / "roles").glob("*/tasks/teardown.yml"))
+    assert sorted(named + from_registry) == with_entry, (named, from_registry, with_entry)
+    assert all(feature.teardown in ("", *features.TEARDOWN_STAGES) for feature in features.FEATURES)

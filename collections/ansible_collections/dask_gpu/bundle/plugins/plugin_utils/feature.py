@@ -105,7 +105,9 @@ class Feature:
     play in site.yml (a run that skips it is not a whole converge). What it needs in the images: `requirements`, a
     requirements file (repository-relative) built into them while the setting `switch` is true, and `image_needs`,
     the modules a user's own image must provide for it ({"scheduler"|"worker": [(module, what needs it)]}), read by
-    the own-image check on the image that runs it (features.managed, features.image_needs)."""
+    the own-image check on the image that runs it (features.managed, features.image_needs). `teardown` is when
+    role dask_teardown runs the role's teardown entry point (tasks/teardown.yml): `before` the units (nothing may
+    start a worker while the cluster goes), with the `units` (before the scheduler's), or `after` them."""
 
     name: str
     role: str
@@ -121,3 +123,4 @@ class Feature:
     switch: str = ""
     requirements: str = ""
     image_needs: Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, list[tuple[str, str]]]] | None = None
+    teardown: str = ""

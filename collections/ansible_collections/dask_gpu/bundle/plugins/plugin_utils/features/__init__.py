@@ -34,15 +34,21 @@ def identity(name: str) -> dict[str, Any]:
     return ident
 
 
-def managed() -> dict[str, list[str]]:
+TEARDOWN_STAGES = ("before", "units", "after")
+
+
+def managed() -> dict[str, Any]:
     """What the features' roles manage on a host beside the core's (Docker's), in registry order, each once: the
     packages they may install, the paths they configure, their site.yml tags (role dask_record: the record and the
-    fast rerun read them from the cluster model's `managed`)."""
-    out: dict[str, list[str]] = {"packages": [], "paths": [], "tags": []}
+    fast rerun read them from the cluster model's `managed`), and the roles whose teardown entry point role
+    dask_teardown runs at each stage (`teardown`: before, units, after)."""
+    out: dict[str, Any] = {"packages": [], "paths": [], "tags": []}
     for feature in FEATURES:
         for key, values in (("packages", feature.packages), ("paths", feature.paths),
                             ("tags", (feature.tag,) if feature.tag else ())):
             out[key] += [value for value in values if value not in out[key]]
+    out["teardown"] = {stage: [feature.role for feature in FEATURES if feature.teardown == stage]
+                       for stage in TEARDOWN_STAGES}
     return out
 
 

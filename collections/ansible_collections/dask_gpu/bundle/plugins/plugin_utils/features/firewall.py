@@ -58,4 +58,4 @@ UNAUTHENTICATED: tuple[tuple[str, str | None], ...] = (
 
 
 FEATURE = Feature(name="firewall", role="dask_firewall", units=(("firewall", "firewall"),), host=host, checks=checks,
-                  packages=("nftables",), tag="firewall")
+                  packages=("nftables",), tag="firewall", teardown="after")

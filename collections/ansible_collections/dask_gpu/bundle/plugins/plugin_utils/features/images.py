@@ -243,4 +243,4 @@ def advice(cluster_model: Mapping[str, Any]) -> list[str]:
 # client certificates in Docker's certs.d and its configuration.
 FEATURE = Feature(name="images", role="dask_images", host=host, cluster=cluster, checks=checks, advice=advice,
                   packages=("docker-registry", "skopeo"), paths=("/etc/docker/certs.d", "/etc/docker/registry"),
-                  tag="images")
+                  tag="images", teardown="after")

@@ -140,4 +140,4 @@ def image_needs(cluster: Mapping[str, Any], settings: Mapping[str, Any]) -> dict
 FEATURE = Feature(name="monitoring", role="dask_monitoring", host=host, cluster=cluster, checks=checks,
                   packages=("prometheus", "prometheus-node-exporter"),
                   paths=("/etc/prometheus", "/etc/default/prometheus", "/etc/default/prometheus-node-exporter"),
-                  tag="monitoring", image_needs=image_needs)
+                  tag="monitoring", image_needs=image_needs, teardown="after")

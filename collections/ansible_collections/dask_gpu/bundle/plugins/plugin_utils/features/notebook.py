@@ -112,5 +112,5 @@ def image_needs(cluster: Mapping[str, Any], settings: Mapping[str, Any]) -> dict
 
 FEATURE = Feature(name="notebook", role="dask_notebook", units=(("notebook", "notebook"),),
                   containers=(("notebook", "notebook"),), host=host, cluster=cluster, checks=checks,
-                  tag="notebook", switch="dask_notebook_enabled", requirements="roles/dask_notebook/files/requirements.txt",
-                  image_needs=image_needs)
+                  tag="notebook", switch="dask_notebook_enabled",
+                  requirements="roles/dask_notebook/files/requirements.txt", image_needs=image_needs, teardown="units")

@@ -36,4 +36,4 @@ def checks(inp: CheckInput) -> list[str]:
 FEATURE = Feature(name="toolkit", role="nvidia_container_toolkit", checks=checks,
                   packages=("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
                             "libnvidia-container1"),
-                  paths=("/etc/cdi",), tag="toolkit")
+                  paths=("/etc/cdi",), tag="toolkit", teardown="after")
