@@ -33,10 +33,11 @@ def run(capsys: pytest.CaptureFixture[str], **args: object) -> dict[str, object]
     return result
 
 
-def parts(controller: Path, fast: bool = True, **host: object) -> dict[str, str]:
+def parts(controller: Path, fast: bool = True, renew: bool = False, **host: object) -> dict[str, str]:
     model = {"name": "w1", "worker_count": 1, "deployed": {"versions": {"dask": "2026.10.0"}},
              "gpu_health": {"GPU-1": {"temperature": 41}}, **host}
-    return converge_parts({"w1": {"dask_worker_nthreads": 2, "dask_fast_rerun": fast}}, {"w1": model},
+    settings = {"dask_worker_nthreads": 2, "dask_fast_rerun": fast, "dask_tls_renew": renew}
+    return converge_parts({"w1": settings}, {"w1": model},
                           {"w1": ["dask_cpu_workers"]}, "26.10-cuda12-lean-abc", str(ROOT), str(controller), 30)
 
 
@@ -56,6 +57,8 @@ def test_parts_ignore_what_a_run_writes_and_follow_inputs_and_controller_files(t
     first = parts(tmp_path)
     assert first == parts(tmp_path, deployed={"versions": {"dask": "2026.11.0"}}, gpu_health={"GPU-1": {"t": 80}})
     assert first == parts(tmp_path, fast=False)
+    # a renewal is the run's own action: the run after it, without it, is as the renewal left the hosts
+    assert first == parts(tmp_path, renew=True)
     assert first["renewal_due"] == "" and set(first) == {"code", "image_tag", "controller_files", "renewal_due",
                                                          "host w1", "model w1", "inventory_groups"}
     assert parts(tmp_path, worker_count=2)["model w1"] != first["model w1"]

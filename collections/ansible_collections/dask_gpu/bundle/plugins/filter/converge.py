@@ -13,8 +13,9 @@ from typing import Any
 
 # The bundle's code a converge runs (under the repository), images/ included (roles read its dask-config and verify).
 CODE = ("site.yml", "playbooks", "roles", "collections/ansible_collections/dask_gpu", "images")
-# Settings that change how a run goes, not what it deploys.
-RUN_ONLY = ("dask_fast_rerun",)
+# Settings that change how a run goes, not what it deploys: a renewal (dask_tls_renew) is done by the run that asks for
+# it, whose record holds the renewed certificates (controller_files), so the next run without it is a fast one.
+RUN_ONLY = ("dask_fast_rerun", "dask_tls_renew")
 # A host model's keys read from facts that a run writes or that change on their own (readings), not inputs.
 VOLATILE = ("deployed", "builds", "other_clusters", "legacy", "gpu_health", "record")
 
