@@ -126,6 +126,24 @@ def slowest_tasks(output: str, count: int = 4) -> list[tuple[str, float]]:
     return sorted(rows, key=lambda row: row[1], reverse=True)[:count]
 
 
+# The fast rerun's message when every host is as the last converge left it (role dask_record).
+FAST = "is as the last converge left it: nothing to change"
+# The settings of the teardown suite's redeploy (archive distribution, the CPU profile), also the last verify's.
+ARCHIVE_VARS = ROOT / "molecule" / "default" / "vars" / "archive.yml"
+
+
+def said(output: str) -> str:
+    """A run's output with its line wrapping and quoting undone (the YAML callback wraps long messages and doubles
+    the apostrophes of a single-quoted one)."""
+    return " ".join(output.split()).replace("''", "'")
+
+
+def recap(output: str) -> dict[str, dict[str, int]]:
+    """host -> {ok, changed} from a run's PLAY RECAP."""
+    return {host: {"ok": int(ok), "changed": int(changed)}
+            for host, ok, changed in re.findall(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)", output, re.M)}
+
+
 def playbook(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     """ansible-playbook with molecule's inventory, from the repository root; prints a `[playbook]` line with the
     run's time and its slowest tasks (where CI's time goes)."""

@@ -89,7 +89,7 @@ def report_lines(output: str) -> list[str]:
 # left out, and so is fastrerun, whose last test drops every record on purpose (the next run is a whole one);
 # teardown's rerun takes the settings of its redeploy.
 END_STATE = {"faults": (), "clients": (), "jobs": (), "retire": (), "certs": (), "clusters": (),
-             "teardown": ("-e", f"@{ROOT / 'molecule' / 'default' / 'vars' / 'archive.yml'}")}
+             "teardown": ("-e", f"@{live.ARCHIVE_VARS}")}
 
 
 # A suite whose next suite takes the cluster from whatever state it left may leave its own state instead of converging
@@ -108,20 +108,17 @@ def run_suite(suite: Suite, next_suite: str) -> subprocess.CompletedProcess[str]
                           timeout=3600, check=False, env=env)
 
 
-FAST = "is as the last converge left it: nothing to change"
-
-
 def end_state(name: str, args: tuple[str, ...]) -> str:
     """A rerun of site.yml after the suite: every host as the last converge left it (the fast rerun) and changed=0
     on every host; the problem, or "" (a `[end-state]` line either way)."""
     run = live.playbook(str(ROOT / "site.yml"), *args, timeout=900)
-    said = " ".join(run.stdout.split()).replace("''", "'")
-    changed = {host: int(count) for host, count in re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", run.stdout, re.M)}
+    said = live.said(run.stdout)
+    changed = {host: count["changed"] for host, count in live.recap(run.stdout).items()}
     hosts = [live.SCHEDULER, *live.WORKERS]
     problem = ""
     if run.returncode:
         problem = f"site.yml failed (rc {run.returncode}): {run.stdout[-3000:]}"
-    elif f"Every host ({len(hosts)}) {FAST}" not in said:
+    elif f"Every host ({len(hosts)}) {live.FAST}" not in said:
         reason = re.search(r"Every task runs: [^']*", said)
         problem = f"not every host as the last converge left it: {reason.group(0) if reason else said[-2000:]}"
     elif set(changed) < set(hosts) or any(changed.values()):

@@ -29,10 +29,6 @@ AUTOSCALER, AGENT, WORKER = "dask-autoscaler", "dask-autoscale-agent", "dask-wor
 BURST, TASK_SECONDS = 60, 1.0
 
 
-def recap(output: str) -> dict[str, int]:
-    return {host: int(changed) for host, changed in re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", output, re.M)}
-
-
 def journal(host: str, unit: str, since: float) -> list[tuple[float, str]]:
     """(time, message) of a unit's journal lines since a time."""
     out = live.on_host(host, "journalctl", "-u", unit, "-o", "short-unix", "--no-pager", "--since",
@@ -115,7 +111,7 @@ def test_an_idle_host_goes_after_its_data_moved(scaled: float) -> None:
 def test_a_rerun_of_site_yml_leaves_the_scale_alone(scaled: float) -> None:
     run = live.playbook("site.yml", *SETTINGS, timeout=1500)
     assert run.returncode == 0, run.stdout[-4000:]
-    counts = recap(run.stdout)
+    counts = {host: count["changed"] for host, count in live.recap(run.stdout).items()}
     assert set(counts) >= {live.SCHEDULER, *live.WORKERS} and not any(counts.values()), counts
     assert len(released_hosts()) == 1, "site.yml started the released host"
 

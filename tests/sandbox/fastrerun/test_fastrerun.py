@@ -21,20 +21,9 @@ from pathlib import Path
 
 import live
 
-FAST = "is as the last converge left it: nothing to change"
+FAST, said, recap = live.FAST, live.said, live.recap
 TABLE = "/etc/dask/firewall.nft"
 RECORD = "/etc/dask/converged.json"
-
-
-def said(output: str) -> str:
-    """The run's output with its line wrapping and quoting undone (the YAML callback wraps long messages and doubles
-    the apostrophes of a single-quoted one)."""
-    return " ".join(output.split()).replace("''", "'")
-
-
-def recap(output: str) -> dict[str, dict[str, int]]:
-    return {host: {"ok": int(ok), "changed": int(changed)}
-            for host, ok, changed in re.findall(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)", output, re.M)}
 
 
 def found(output: str) -> str:

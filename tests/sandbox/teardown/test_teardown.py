@@ -14,7 +14,7 @@ import live
 import pytest
 
 # The redeploy's settings; molecule/default/verify.yml loads them too when the marker is there.
-ARCHIVE = live.ROOT / "molecule" / "default" / "vars" / "archive.yml"
+ARCHIVE = live.ARCHIVE_VARS
 MARKER = "archive-redeployed"
 HOSTS = (live.SCHEDULER, *live.WORKERS)
 # molecule/default/prepare.yml writes it before the first converge: the operator's own daemon.json.

@@ -385,7 +385,8 @@ def cluster_model(settings: Mapping[str, Any], hosts: Mapping[str, Mapping[str, 
                                       sum(counts.values())),
         "uid": int(settings["dask_container_uid"]),
         "gid": int(settings["dask_container_gid"]),
-        # What the features' roles manage on a host (packages, paths, site.yml tags): role dask_record's record.
+        # What the features' roles manage on a host (packages, paths, site.yml tags: role dask_record's record) and
+        # when their teardown entry points run (role dask_teardown).
         "managed": managed(),
     }
     inp = ClusterInput(settings=settings, hosts=hosts, groups=groups, image_hash=image_hash, scheduler=scheduler,
