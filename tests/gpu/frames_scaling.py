@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Data frames on one GPU and on every GPU of one host, through the cluster the bundle renders (issue 42): which
 partitioning makes N GPUs count, strong and weak scaling of the seeds-like ETL, the RMM pool question settled with
-interleaved passes, the transports, and dask-cuda's merge benchmark. Run on a lent GPU machine by
-tests/gpu/gpu-proof-scaling.sh (which installs the carried wheels); each phase is data (variants and runs) below.
+interleaved passes, the transports, dask-cuda's merge benchmark, and one GPU as shipped against 8 single-thread CPU
+workers. Run on a lent GPU machine by tests/gpu/gpu-proof-scaling.sh (which installs the carried wheels); each phase
+is data (variants and runs) below.
 
     python3 tests/gpu/frames_scaling.py --out OUT --phase PHASE [--budget SECONDS]   (sweep, transports, change,
     pool, defaults, shipped)
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -38,6 +40,9 @@ PLAIN = {"dask_tls_disabled_ack": True}
 # nftables, and no network for anyone to reach them by.
 UCX = {"dask_firewall_enabled": True}
 SECOND = {"dask_scheduler_port": 9786, "dask_dashboard_port": 9787, "dask_worker_http_port": 9790}
+# The defaults phase's CPU baseline (issue 42: one GPU as shipped >= 7 x this): 8 worker processes of 1 thread,
+# dask.dataframe on pandas, 32 partitions as in every earlier CPU run (docs/performance.md, "Data-frame defaults").
+CPU_WORKERS, CPU_PARTITIONS, CPU_TARGET = 8, 32, 7.0
 
 
 def ports(block: int) -> dict[str, int]:
@@ -242,7 +247,9 @@ def pool(ctx: Context, rounds: int, partitions: int) -> None:
 
 def defaults(ctx: Context) -> None:
     """The full profile exactly as it ships (tls, the auto RMM pool with CuPy from it) on GPU 0: the verification as
-    its unit runs it (CuPy workload, bandwidth, data frames), then the ETL at the published partitioning."""
+    its unit runs it (CuPy workload, bandwidth, data frames), then the ETL at the published partitioning; then the
+    same ETL on 8 single-thread CPU workers of this machine, and CPU / GPU (medians of passes 2..) with the check
+    digests compared."""
     ctx.record({"run": f"data-{ROWS // 1_000_000}M", "kind": "data", **make_data(ROWS)})
     cluster = up(ctx, "defaults-1")
     if not cluster:
@@ -257,9 +264,54 @@ def defaults(ctx: Context) -> None:
         ctx.record({"run": "defaults-verify", "status": done.returncode, "failures": found.get("failures"),
                     "workload": found.get("workload"), "frames": found.get("frames"),
                     "tail": (done.stdout + done.stderr)[-1200:]})
-        etl_run(ctx, "defaults-1", ROWS, 4, passes=3)
+        etl_run(ctx, "defaults-1", ROWS, 4, passes=4)
     finally:
         cluster.stop()
+    gpu = next((r for r in ctx.results if r.get("kind") == "etl" and r["variant"] == "defaults-1"), None)
+    cpu = cpu_etl_run(ctx, ROWS, CPU_WORKERS, CPU_PARTITIONS, passes=4) if gpu else None
+    if gpu and cpu:
+        row: dict[str, Any] = {"run": f"ratio-cpu{CPU_WORKERS}x1-defaults-1", "kind": "cpu-ratio",
+                               "gpu_median_s": gpu["median_s"], "cpu_median_s": cpu["median_s"],
+                               "ratio": round(cpu["median_s"] / gpu["median_s"], 2), "target": CPU_TARGET,
+                               "digests_equal": gpu["digest"] == cpu["digest"]}
+        row["met"] = row["ratio"] >= CPU_TARGET
+        if not row["digests_equal"]:
+            row["failed"] = f"check digests differ: GPU {gpu['digest']}, CPU {cpu['digest']}"
+        ctx.record(row)
+
+
+def cpu_etl_run(ctx: Context, rows: int, workers: int, partitions: int, passes: int) -> dict[str, Any] | None:
+    """The same ETL on this machine's CPUs, the files the GPU read: `python -m dask_gpu_verify.etl --local-cpu
+    WORKERS --threads 1` (a LocalCluster of single-thread processes, dask.dataframe on pandas, tasks shuffle), started
+    after the GPU cluster stopped. Its row (median of passes 2..), None when skipped or failed."""
+    name = f"etl-cpu{workers}x1-{rows // 1_000_000}M-p{partitions}"
+    need = 15 + passes * rows / 4e6
+    if ctx.left() < need:
+        ctx.record({"run": name, "skipped": f"{ctx.left():.0f} s left, needs about {need:.0f}"})
+        return None
+    report, log = ctx.out / "etl" / f"{name}.json", ctx.out / "logs" / f"{name}.txt"
+    argv = ["python3", "-m", "dask_gpu_verify.etl", "--local-cpu", str(workers), "--threads", "1", "--rows", str(rows),
+            "--files", str(max(1, rows // ROWS_PER_FILE)), "--partitions", str(partitions), "--passes", str(passes),
+            "--shuffle", "tasks", "--data", str(data_dir(rows)), "--label", name, "--json", str(report)]
+    started = time.monotonic()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=min(400, ctx.left()), check=False,
+                              cwd=harness.ROOT)
+    except subprocess.TimeoutExpired:
+        ctx.record({"run": name, "failed": f"timed out after {time.monotonic() - started:.0f} s"})
+        return None
+    log.write_text(done.stdout + "\n--- stderr\n" + done.stderr)
+    if done.returncode or not report.exists():
+        ctx.record({"run": name, "failed": done.stderr[-1500:]})
+        return None
+    found = json.loads(report.read_text())
+    row = {"run": name, "kind": "cpu-etl", "workers": workers, "threads": 1, "backend": found["backend"],
+           "rows": rows, "partitions": partitions, "pass2_s": found["seconds"], "median_s": found["steady_median_s"],
+           "passes_s": [p["seconds"] for p in found["passes"]], "steps": found["steps"],
+           "digest": found["check_digest"], "wall_s": round(time.monotonic() - started, 1)}
+    ctx.record(row)
+    return row
 
 
 def transports(ctx: Context, per_gpu: float, per_gpu_big: float) -> None:
@@ -377,7 +429,19 @@ def summary(ctx: Context, rows: list[dict[str, Any]]) -> str:
         lines += ["", "| merge | GPUs | chunks a side x rows | GiB/s |", "| --- | --- | --- | --- |"]
         lines += [f"| {r['variant']} | {r['gpus']} | {r['chunks']} x {r['chunk_rows'] // 1_000_000} M | "
                   f"{r['gib_per_s']} |" for r in merges]
-    digests = {(r["rows"], r["digest"]) for r in rows if r.get("kind") == "etl"}
+    cpus = [r for r in rows if r.get("kind") == "cpu-etl"]
+    if cpus:
+        lines += ["", "The same ETL on this machine's CPUs (LocalCluster of single-thread worker processes, "
+                  "dask.dataframe on pandas, tasks shuffle, the same files):",
+                  "| CPU run | workers x threads | partitions | passes s | pass 2 s | median s |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {r['run']} | {r['workers']} x {r['threads']} | {r['partitions']} | {r['passes_s']} | "
+                  f"{r['pass2_s']:.2f} | {r['median_s']:.2f} |" for r in cpus]
+    for r in (r for r in rows if r.get("kind") == "cpu-ratio"):
+        lines.append(f"- CPU / GPU (median of passes 2..): {r['cpu_median_s']:.3f} / {r['gpu_median_s']:.3f} s = "
+                     f"**{r['ratio']:.2f} x** (target >= {r['target']:g} x: {'met' if r['met'] else 'NOT met'}); "
+                     f"check digests {'equal' if r['digests_equal'] else 'DIFFER'}")
+    digests = {(r["rows"], r["digest"]) for r in rows if r.get("kind") in ("etl", "cpu-etl")}
     sizes = {size for size, _ in digests}
     lines += ["", "Check digests: " + ("one per size, every run the same" if len(digests) == len(sizes)
                                        else f"DIFFER: {sorted(digests)}")]
@@ -410,8 +474,6 @@ def main() -> int:
                         help="shipped: rows of each local_cudf_merge chunk (4 chunks a side per GPU)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    import subprocess
-
     global ROWS, ROWS_PER_FILE  # noqa: PLW0603 - the dry run's smaller data
     if args.dry_run:
         gpus, ROWS, ROWS_PER_FILE = 2, ROWS // 100, ROWS_PER_FILE // 100

@@ -9,7 +9,8 @@ out="${OUT:?OUT}" phase="${PHASE:?PHASE}"
 mkdir -p "$out"
 # shellcheck source=tests/gpu/install-parts.sh
 . tests/gpu/install-parts.sh
-python3 -c 'import cudf, dask_cudf, dask, distributed, dask_cuda, numpy, ucxx, ansible, yaml, jinja2; print("cudf", cudf.__version__, "dask", dask.__version__, "dask-cuda", dask_cuda.__version__, "numpy", numpy.__version__, "ucxx", ucxx.__version__, "ansible-core", ansible.__version__ if hasattr(ansible, "__version__") else "?")' | tee "$out/versions-$phase.txt"
+# ucxx only where the UCX set is carried (.gpuparts/ucx): the tcp and tls phases (defaults) do not need it.
+python3 -c 'import importlib.util, cudf, dask_cudf, dask, distributed, dask_cuda, numpy, ansible, yaml, jinja2; ucxx = importlib.import_module("ucxx") if importlib.util.find_spec("ucxx") else None; print("cudf", cudf.__version__, "dask", dask.__version__, "dask-cuda", dask_cuda.__version__, "numpy", numpy.__version__, "ucxx", ucxx.__version__ if ucxx else "not carried", "ansible-core", ansible.__version__ if hasattr(ansible, "__version__") else "?")' | tee "$out/versions-$phase.txt"
 { nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader; nproc; free -g | sed -n 2p; } | tee "$out/device.txt"
 [ "$phase" != sweep ] || nvidia-smi topo -m >"$out/topo.txt" 2>&1 || true
 status=0
