@@ -49,8 +49,9 @@ Sandbox cluster is up and verified: hosts dask-sched, dask-w1, dask-w2 (docker p
               here the sandbox host is a container: nsenter --net=/proc/\$(docker inspect -f '{{.State.Pid}}' dask-sched)/ns/net
               chromium --headless=new --no-sandbox --screenshot http://127.0.0.1:8888/lab   (or a browser run the same way)
   jobs:       ansible-playbook -i $inventory playbooks/job.yml -e dask_job_script=my_script.py  (docs/jobs.md)
-  autoscale:  on, with an idle time of a day (docs/autoscale.md); to watch an idle host go and come back:
-              ansible-playbook -i $inventory site.yml -e dask_autoscale_idle=30, then journalctl -u dask-autoscaler on dask-sched
+  autoscale:  off (docs/autoscale.md); to turn it on and watch an idle host go and come back:
+              ansible-playbook -i $inventory site.yml -e dask_autoscale_enabled=true -e dask_autoscale_idle=30,
+              then journalctl -u dask-autoscaler on dask-sched; a run without the -e turns it off again
   stop:       make down
 MSG
     ;;

@@ -117,6 +117,25 @@ def unit_property(host: str, unit: str, prop: str) -> str:
     return on_host(host, "systemctl", "show", "-P", prop, unit).stdout.strip()
 
 
+PROMETHEUS = "http://127.0.0.1:9090"  # on the scheduler host (monitoring listens on loopback there)
+
+
+def prometheus(path: str, **params: str) -> Any:
+    """GET Prometheus's HTTP API on the scheduler host; the `data` part."""
+    script = ("import json, sys, urllib.parse, urllib.request\n"
+              "url = sys.argv[1] + '?' + urllib.parse.urlencode(json.loads(sys.argv[2]))\n"
+              "print(urllib.request.urlopen(url, timeout=10).read().decode())")
+    out = on_host(SCHEDULER, "python3", "-c", script, f"{PROMETHEUS}{path}", json.dumps(params)).stdout
+    body = json.loads(out)
+    assert body["status"] == "success", body
+    return body["data"]
+
+
+def prometheus_scalar(expr: str) -> float | None:
+    result = prometheus("/api/v1/query", query=expr)["result"]
+    return float(result[0]["value"][1]) if result else None
+
+
 PROFILE_LINE = re.compile(r"^(?P<task>\S.*?) -{2,} (?P<seconds>[0-9.]+)s$")
 
 

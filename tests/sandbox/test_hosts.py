@@ -31,9 +31,9 @@ def test_unit_restarts_forever_with_a_delay(host) -> None:
 
 
 def units(host) -> list[str]:
-    """The bundle's containers on the host: the scheduler, JupyterLab and the autoscaler (on in the sandbox), or the
-    workers."""
-    return [unit(host), "dask-notebook", "dask-autoscaler"] if role(host) == "scheduler" else [unit(host)]
+    """The bundle's containers on the host: the scheduler and JupyterLab, or the workers (the autoscaler runs in its
+    own suite only, tests/sandbox/autoscale)."""
+    return [unit(host), "dask-notebook"] if role(host) == "scheduler" else [unit(host)]
 
 
 @pytest.mark.parametrize("index", [0, 1, 2])

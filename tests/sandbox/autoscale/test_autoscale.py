@@ -1,11 +1,12 @@
 """Adaptive scaling in the sandbox (role dask_autoscale, docs/autoscale.md; molecule's side effect, after the fast
-rerun): the inventory runs the autoscaler with an idle time no suite reaches; this suite gives it a short idle time
-and a cooldown longer than it (strings, as -e gives them), then: the idle worker host goes, its data moved first; a
-rerun of site.yml leaves that scale alone (changed=0 on every host); work waiting brings the host back within 30 s,
-cycle after cycle, with exact answers; playbooks/verify.yml starts a released host for the verification, and passes
-although the host's worker is killed while it comes back; no release comes within the cooldown of the change before
-it. At its end every host is up, held so (the autoscaler's floor) for the rolling suite, next, which
-converges back to the inventory's settings (live.NEXT_TAKES_OVER); run alone, this suite converges back itself.
+rerun): the inventory leaves the autoscaler off (its default; no other suite pays for it), and this suite turns it on
+with a short idle time and a cooldown longer than it (strings, as -e gives them), then: Prometheus scrapes it and
+its counts; the idle worker host goes, its data moved first; a rerun of site.yml leaves that scale alone (changed=0 on
+every host); work waiting brings the host back within 30 s, cycle after cycle, with exact answers;
+playbooks/verify.yml starts a released host for the verification, and passes although the host's worker is killed
+while it comes back; no release comes within the cooldown of the change before it. At its end every host is up, held
+so (the autoscaler's floor) for the rolling suite, next, whose run converges back to the inventory's settings and so
+turns the autoscaler off (live.NEXT_TAKES_OVER); run alone, this suite converges back itself.
 DASK_SANDBOX_AUTOSCALE_CYCLES sets the cycles (CI: 1, and verify.yml's; by hand: 10)."""
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ import live
 import pytest
 
 IDLE, COOLDOWN = 6, 12
-SETTINGS = ("-e", f"dask_autoscale_idle={IDLE}", "-e", f"dask_autoscale_cooldown={COOLDOWN}")
+SETTINGS = ("-e", "dask_autoscale_enabled=true", "-e", f"dask_autoscale_idle={IDLE}",
+            "-e", f"dask_autoscale_cooldown={COOLDOWN}")
 CYCLES = int(os.environ.get("DASK_SANDBOX_AUTOSCALE_CYCLES", "1"))
 # The minimum is one host: one of the two goes. Which one is the autoscaler's choice (the last in inventory order
 # among the hosts idle long enough; after a burst the first may be idle sooner), so each test reads it.
@@ -154,14 +156,15 @@ def test_waiting_work_brings_the_host_back_cycle_after_cycle_with_exact_answers(
 
 
 def test_verify_starts_a_released_host_whose_worker_is_killed_while_it_comes_back(scaled: float) -> None:
-    """playbooks/verify.yml asks for every worker; the released host starts, its worker container is killed while it
-    comes back (systemd starts it again), and the verification of every worker passes."""
+    """playbooks/verify.yml (with the settings the cluster was deployed with, as a user runs it) asks for every
+    worker; the released host starts, its worker container is killed while it comes back (systemd starts it again),
+    and the verification of every worker passes."""
     released, _ = wait_released()
     started = time.time()
     result: dict[str, Any] = {}
 
     def verify() -> None:
-        result["run"] = live.playbook("playbooks/verify.yml", timeout=900)
+        result["run"] = live.playbook("playbooks/verify.yml", *SETTINGS, timeout=900)
 
     runner = threading.Thread(target=verify)
     runner.start()
@@ -191,3 +194,20 @@ def test_no_release_comes_within_the_cooldown_of_the_change_before_it(scaled: fl
     assert gaps and min(gaps) >= COOLDOWN, gaps
     live.record("autoscale", {"step": "cooldown", "cooldown_s": COOLDOWN, "shortest_gap_before_a_release_s": min(gaps),
                               "decisions": len(made)})
+
+
+def test_prometheus_scrapes_the_autoscaler_and_its_counts(scaled: float) -> None:
+    """The scrape job the monitoring role adds while the autoscaler is on (the monitoring suite runs without it):
+    its target up on the scheduler host, and the desired and registered counts that DaskAutoscaleBehind compares."""
+    def scraped() -> bool:
+        targets = live.prometheus("/api/v1/targets", state="active")["activeTargets"]
+        found = [t for t in targets if t["labels"]["job"] == "dask-autoscale"]
+        return bool(found) and all(t["health"] == "up" and t["labels"].get("host") == live.SCHEDULER for t in found)
+
+    seconds = live.wait_until(scraped, 90, "the dask-autoscale target up in Prometheus")
+    desired = live.wait_until(lambda: live.prometheus_scalar("dask_autoscale_desired_workers") is not None, 60,
+                              "dask_autoscale_desired_workers in Prometheus")
+    counts = {name: live.prometheus_scalar(f"dask_autoscale_{name}_workers") for name in ("desired", "registered")}
+    assert all(value is not None and value >= 1 for value in counts.values()), counts
+    live.record("autoscale", {"step": "scraped by Prometheus", "target_up_s": round(seconds, 1),
+                              "counts_s": round(desired, 1), **counts})

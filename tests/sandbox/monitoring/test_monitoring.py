@@ -5,7 +5,6 @@ GPU; they are checked on a real GPU by tests/gpu), the deployed rules pass promt
 fires DaskWorkersMissing and DaskHostWorkersGone, which resolve when it is back (Prometheus's /api/v1/alerts)."""
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from collections.abc import Callable
@@ -16,27 +15,10 @@ from typing import Any
 import live
 import pytest
 
-PROMETHEUS = "http://127.0.0.1:9090"
 HOSTS = (live.SCHEDULER, *live.WORKERS)
 DASHBOARD_QUERIES = Path(__file__).resolve().parents[2] / "monitoring" / "dashboard_queries.py"
 ALERT_WINDOW = 30  # dask_monitoring_alert_for in molecule/default/molecule.yml
 STOPPED_HOST = "dask-w2"
-
-
-def api(path: str, **params: str) -> Any:
-    """GET Prometheus's HTTP API on the scheduler host (it listens on loopback there); the `data` part."""
-    script = ("import json, sys, urllib.parse, urllib.request\n"
-              "url = sys.argv[1] + '?' + urllib.parse.urlencode(json.loads(sys.argv[2]))\n"
-              "print(urllib.request.urlopen(url, timeout=10).read().decode())")
-    out = live.on_host(live.SCHEDULER, "python3", "-c", script, f"{PROMETHEUS}{path}", json.dumps(params)).stdout
-    body = json.loads(out)
-    assert body["status"] == "success", body
-    return body["data"]
-
-
-def scalar(expr: str) -> float | None:
-    result = api("/api/v1/query", query=expr)["result"]
-    return float(result[0]["value"][1]) if result else None
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float) -> Any:
@@ -51,7 +33,7 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float) -> Any:
 
 
 def alerts(name: str) -> list[dict[str, Any]]:
-    return [alert for alert in api("/api/v1/alerts")["alerts"] if alert["labels"]["alertname"] == name]
+    return [alert for alert in live.prometheus("/api/v1/alerts")["alerts"] if alert["labels"]["alertname"] == name]
 
 
 def stamp() -> str:
@@ -62,13 +44,13 @@ def stamp() -> str:
 def targets() -> list[dict[str, Any]]:
     """Every active target, once all are up (a first scrape can take an interval)."""
     def all_up() -> list[dict[str, Any]] | None:
-        active = list(api("/api/v1/targets", state="active")["activeTargets"])
+        active = list(live.prometheus("/api/v1/targets", state="active")["activeTargets"])
         return active if active and all(target["health"] == "up" for target in active) else None
     try:
         return list(wait_for("every target up", all_up, 90))
     except AssertionError:
         down = [(t["labels"].get("job"), t["scrapeUrl"], t["lastError"])
-                for t in api("/api/v1/targets", state="active")["activeTargets"] if t["health"] != "up"]
+                for t in live.prometheus("/api/v1/targets", state="active")["activeTargets"] if t["health"] != "up"]
         raise AssertionError(f"targets down: {down}") from None
 
 
@@ -76,9 +58,10 @@ def test_every_target_of_the_inventory_is_scraped_and_up(targets: list[dict[str,
     jobs: dict[str, list[str]] = {}
     for target in targets:
         jobs.setdefault(target["labels"]["job"], []).append(target["labels"].get("host", ""))
-    # One scheduler, one worker per worker host (CPU mode here), node exporter on every host.
-    assert sorted(jobs) == ["dask-autoscale", "dask-scheduler", "dask-workers", "node", "prometheus"], jobs
-    assert jobs["dask-scheduler"] == [live.SCHEDULER] and jobs["dask-autoscale"] == [live.SCHEDULER]
+    # One scheduler, one worker per worker host (CPU mode here), node exporter on every host (the autoscaler's job,
+    # there while it is on, is checked by tests/sandbox/autoscale).
+    assert sorted(jobs) == ["dask-scheduler", "dask-workers", "node", "prometheus"], jobs
+    assert jobs["dask-scheduler"] == [live.SCHEDULER]
     assert sorted(jobs["dask-workers"]) == sorted(live.WORKERS)
     assert sorted(jobs["node"]) == sorted(HOSTS)
     workers = [t["scrapeUrl"] for t in targets if t["labels"]["job"] == "dask-workers"]
@@ -92,8 +75,8 @@ def test_every_target_of_the_inventory_is_scraped_and_up(targets: list[dict[str,
 
 
 def test_the_schedulers_worker_count_equals_the_inventorys(targets: list[dict[str, Any]]) -> None:
-    registered = scalar('sum(dask_scheduler_workers{job="dask-scheduler"})')
-    expected = scalar('count(up{job="dask-workers"})')
+    registered = live.prometheus_scalar('sum(dask_scheduler_workers{job="dask-scheduler"})')
+    expected = live.prometheus_scalar('count(up{job="dask-workers"})')
     assert registered == expected == len(live.WORKERS), (registered, expected)
 
 
@@ -108,7 +91,7 @@ def test_the_deployed_configuration_and_rules_pass_promtool() -> None:
                  ["promtool", "check", "rules", "/etc/prometheus/dask-alerts.yml"]):
         result = live.on_host(live.SCHEDULER, *argv, check=False)
         assert result.returncode == 0, result.stdout + result.stderr
-    rules = api("/api/v1/rules")["groups"]
+    rules = live.prometheus("/api/v1/rules")["groups"]
     names = sorted(rule["name"] for group in rules for rule in group["rules"])
     assert len(names) == 12 and {"DaskWorkersMissing", "DaskGPUUnhealthy", "DaskAutoscaleBehind"} <= set(names), names
 
@@ -124,7 +107,7 @@ def test_every_dashboard_panel_returns_series(targets: list[dict[str, Any]]) -> 
                                 capture_output=True, text=True, check=False)
         assert copied.returncode == 0, copied.stderr
     result = live.on_host(live.SCHEDULER, "python3", "/var/tmp/dashboard/dashboard_queries.py", "--prometheus",
-                          PROMETHEUS, "--dashboard", "/var/tmp/dashboard/grafana-dashboard.json", "--no-gpu",
+                          live.PROMETHEUS, "--dashboard", "/var/tmp/dashboard/grafana-dashboard.json", "--no-gpu",
                           check=False)
     print(result.stdout)
     assert result.returncode == 0, result.stdout + result.stderr
