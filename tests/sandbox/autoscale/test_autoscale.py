@@ -204,10 +204,10 @@ def test_prometheus_scrapes_the_autoscaler_and_its_counts(scaled: float) -> None
         found = [t for t in targets if t["labels"]["job"] == "dask-autoscale"]
         return bool(found) and all(t["health"] == "up" and t["labels"].get("host") == live.SCHEDULER for t in found)
 
-    seconds = live.wait_until(scraped, 90, "the dask-autoscale target up in Prometheus")
-    desired = live.wait_until(lambda: live.prometheus_scalar("dask_autoscale_desired_workers") is not None, 60,
-                              "dask_autoscale_desired_workers in Prometheus")
+    target_up_s = live.wait_until(scraped, 90, "the dask-autoscale target up in Prometheus")
+    counts_s = live.wait_until(lambda: live.prometheus_scalar("dask_autoscale_desired_workers") is not None, 60,
+                               "dask_autoscale_desired_workers in Prometheus")
     counts = {name: live.prometheus_scalar(f"dask_autoscale_{name}_workers") for name in ("desired", "registered")}
     assert all(value is not None and value >= 1 for value in counts.values()), counts
-    live.record("autoscale", {"step": "scraped by Prometheus", "target_up_s": round(seconds, 1),
-                              "counts_s": round(desired, 1), **counts})
+    live.record("autoscale", {"step": "scraped by Prometheus", "target_up_s": round(target_up_s, 1),
+                              "counts_s": round(counts_s, 1), **counts})
