@@ -71,19 +71,19 @@ def test_the_docs_features_table_lists_every_feature_with_its_role_and_what_it_r
 
 
 def test_what_a_feature_manages_is_its_roles_and_reaches_the_record() -> None:
-    """Each package and path a feature declares (the record keeps the packages' versions and fingerprints the paths)
-    is one its role names (a templated name by its folder), its requirements file exists, and its site.yml tag is a
-    play's tag there; features.managed, which the record reads from the cluster model, holds them all, each once."""
+    """Each package, path and host unit a feature declares (the record keeps the packages' versions, fingerprints the
+    paths and keeps whether the units are on) is one its role names (a templated name by its folder), its
+    requirements file exists, and its site.yml tag is a play's tag there; features.managed, which the record reads from the cluster model, holds them all, each once."""
     site = (ROOT / "site.yml").read_text()
     for feature in features.FEATURES:
         text = "\n".join(path.read_text() for path in (ROOT / "roles" / feature.role).rglob("*") if path.is_file())
-        for value in feature.packages + feature.paths:
+        for value in feature.packages + feature.paths + feature.host_units:
             assert value in text or f"{value.rsplit('/', 1)[0]}/{{{{" in text, (feature.name, value)
         assert not feature.requirements or (ROOT / feature.requirements).is_file(), feature.requirements
         assert not feature.requirements or feature.switch, feature.name
         assert not feature.tag or re.search(rf"tags: \[[^\]]*\b{feature.tag}\b", site), (feature.name, feature.tag)
     found = features.managed()
-    for key, attribute in (("packages", "packages"), ("paths", "paths")):
+    for key, attribute in (("packages", "packages"), ("paths", "paths"), ("units", "host_units")):
         declared = [value for feature in features.FEATURES for value in getattr(feature, attribute)]
         assert sorted(found[key]) == sorted(set(declared)) and len(found[key]) == len(set(found[key])), key
     assert found["tags"] == [feature.tag for feature in features.FEATURES if feature.tag]

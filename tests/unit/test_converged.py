@@ -348,15 +348,18 @@ def test_the_record_knows_every_package_the_roles_install() -> None:
 
 def test_the_record_looks_at_every_unit_a_role_enables_and_starts() -> None:
     """Every unit a role's systemd_service task enables and starts by name (a loop's items expanded) is one the record
-    looks at: in roles/dask_record/vars/main.yml's list, or a service of the cluster model (features/*.py), which the
-    list takes from the host's claims. A unit enabled but not started (nvidia-cdi-refresh.service, started by its
-    path unit) is left out, as one down between runs would make every run a whole one."""
+    looks at: in roles/dask_record/vars/main.yml's list, a service of the cluster model (features/*.py), which the
+    list takes from the host's claims, or a host unit a feature declares (Feature.host_units, the model's
+    managed.units). A unit enabled but not started (nvidia-cdi-refresh.service, started by its path unit) is left out,
+    as one down between runs would make every run a whole one."""
     role_vars = yaml.safe_load((ROOT / "roles" / "dask_record" / "vars" / "main.yml").read_text())
     listed = next(text for text in role_vars.values() if isinstance(text, str) and "'docker'" in text)
     looked_at = set(re.findall(r"'([a-z0-9][a-z0-9.@-]+)'", listed))
     features = ROOT / "collections" / "ansible_collections" / "dask_gpu" / "bundle" / "plugins" / "plugin_utils"
     services = {name for path in (features / "features").glob("*.py")
                 for name in re.findall(r'services(?:\[|=\{)"([a-z0-9-]+)"', path.read_text())}
+    assert "dask_cluster.managed.units" in listed, listed
+    looked_at |= set(managed()["units"])
     started: set[str] = set()
     for path in (ROOT / "roles").glob("*/tasks/*.yml"):
         for task in _tasks(yaml.safe_load(path.read_text())):

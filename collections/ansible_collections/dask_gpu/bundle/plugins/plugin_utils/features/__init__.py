@@ -39,12 +39,12 @@ TEARDOWN_STAGES = ("before", "units", "after")
 
 def managed() -> dict[str, Any]:
     """What the features' roles manage on a host beside the core's (Docker's), in registry order, each once: the
-    packages they may install, the paths they configure, their site.yml tags (role dask_record: the record and the
+    packages they may install, the paths they configure, the host units they enable, their site.yml tags (role dask_record: the record and the
     fast rerun read them from the cluster model's `managed`), and the roles whose teardown entry point role
     dask_teardown runs at each stage (`teardown`: before, units, after)."""
-    out: dict[str, Any] = {"packages": [], "paths": [], "tags": []}
+    out: dict[str, Any] = {"packages": [], "paths": [], "units": [], "tags": []}
     for feature in FEATURES:
-        for key, values in (("packages", feature.packages), ("paths", feature.paths),
+        for key, values in (("packages", feature.packages), ("paths", feature.paths), ("units", feature.host_units),
                             ("tags", (feature.tag,) if feature.tag else ())):
             out[key] += [value for value in values if value not in out[key]]
     out["teardown"] = {stage: [feature.role for feature in FEATURES if feature.teardown == stage]

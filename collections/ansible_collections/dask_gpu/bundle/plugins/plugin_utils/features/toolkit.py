@@ -36,4 +36,7 @@ def checks(inp: CheckInput) -> list[str]:
 FEATURE = Feature(name="toolkit", role="nvidia_container_toolkit", checks=checks,
                   packages=("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
                             "libnvidia-container1"),
-                  paths=("/etc/cdi",), tag="toolkit", teardown="after")
+                  paths=("/etc/cdi",),
+                  # nvidia-persistenced, and the path unit that regenerates the CDI spec (not the service it starts,
+                  # which is inactive between runs).
+                  host_units=("nvidia-persistenced", "nvidia-cdi-refresh.path"), tag="toolkit", teardown="after")
