@@ -155,6 +155,21 @@ def test_waiting_work_brings_the_host_back_cycle_after_cycle_with_exact_answers(
             assert row["computing_within_s"] <= 30, row
 
 
+def test_verify_without_the_deployed_settings_says_so_at_once(scaled: float) -> None:
+    """verify.yml without the dask_autoscale_* settings site.yml ran with (the autoscaler off for this run) stops at
+    its first play, naming the host and the variable, instead of waiting for the released host's worker until its
+    timeout; nothing is started and no floor is set."""
+    released, _ = wait_released()
+    run = live.playbook("playbooks/verify.yml", timeout=300)
+    text = " ".join(run.stdout.split())
+    assert run.returncode != 0, run.stdout[-3000:]
+    assert (f"host {live.SCHEDULER}: dask_autoscale_enabled=false for this run, but the autoscaler runs on this host"
+            in text and "-e dask_autoscale_enabled=true" in text), run.stdout[-3000:]
+    assert "Verification client runs" not in text, run.stdout[-3000:]
+    assert live.on_host(live.SCHEDULER, "test", "-e", FLOOR, check=False).returncode == 1
+    assert state(released) not in ("active", "activating"), f"{released} was started"
+
+
 def test_verify_starts_a_released_host_whose_worker_is_killed_while_it_comes_back(scaled: float) -> None:
     """playbooks/verify.yml (with the settings the cluster was deployed with, as a user runs it) asks for every
     worker; the released host starts, its worker container is killed while it comes back (systemd starts it again),

@@ -83,3 +83,14 @@ def test_a_worker_change_rolls_host_by_host_without_losing_work() -> None:
     else:
         back = live.playbook("site.yml", timeout=1500)
         assert back.returncode == 0, back.stdout[-4000:]
+
+
+def test_verify_with_the_autoscaler_on_where_none_was_deployed_says_so() -> None:
+    """The other way round: verify.yml with -e dask_autoscale_enabled=true on a cluster deployed without it (this
+    suite's site.yml turned it off) stops at its first play, naming the host and the variable."""
+    run = live.playbook("playbooks/verify.yml", "-e", "dask_autoscale_enabled=true", timeout=300)
+    text = " ".join(run.stdout.split())
+    assert run.returncode != 0, run.stdout[-3000:]
+    assert (f"host {live.SCHEDULER}: dask_autoscale_enabled=true for this run, but the autoscaler does not run on "
+            "this host" in text), run.stdout[-3000:]
+    assert "Verification client runs" not in text, run.stdout[-3000:]
