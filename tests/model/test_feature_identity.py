@@ -73,7 +73,8 @@ def test_the_docs_features_table_lists_every_feature_with_its_role_and_what_it_r
 def test_what_a_feature_manages_is_its_roles_and_reaches_the_record() -> None:
     """Each package, path and host unit a feature declares (the record keeps the packages' versions, fingerprints the
     paths and keeps whether the units are on) is one its role names (a templated name by its folder), its
-    requirements file exists, and its site.yml tag is a play's tag there; features.managed, which the record reads from the cluster model, holds them all, each once."""
+    requirements file exists, and its site.yml tag is a play's tag there; features.managed, which the record reads
+    from the cluster model, holds them all, each once."""
     site = (ROOT / "site.yml").read_text()
     for feature in features.FEATURES:
         text = "\n".join(path.read_text() for path in (ROOT / "roles" / feature.role).rglob("*") if path.is_file())
@@ -102,3 +103,30 @@ def test_teardown_runs_every_roles_teardown_once_the_features_from_the_registry(
     with_entry = sorted(path.parents[1].name for path in (ROOT / "roles").glob("*/tasks/teardown.yml"))
     assert sorted(named + from_registry) == with_entry, (named, from_registry, with_entry)
     assert all(feature.teardown in ("", *features.TEARDOWN_STAGES) for feature in features.FEATURES)
+
+
+def test_a_features_filters_come_from_the_registry() -> None:
+    """A feature's spec builder and helpers (Feature.filters) reach the roles through the filter plugin `features`,
+    which loops over the registry: no other filter plugin exposes one (nor a name taken by one), each is called by its
+    own role, and every filter the roles and playbooks call is defined once."""
+    from ansible_collections.dask_gpu.bundle.plugins.filter import features as feature_filters
+
+    core: dict[str, str] = {}
+    for path in sorted((PLUGINS / "filter").glob("*.py")):
+        if path.stem == "features":
+            continue
+        module = __import__(f"ansible_collections.dask_gpu.bundle.plugins.filter.{path.stem}", fromlist=["x"])
+        for name in module.FilterModule().filters():
+            assert name not in core, (name, path.stem, core.get(name))
+            core[name] = path.stem
+    declared = feature_filters.FilterModule().filters()
+    assert declared == features.filters() and declared, declared
+    assert not set(core) & set(declared), set(core) & set(declared)
+    sources = [*ROOT.glob("roles/**/*.yml"), *ROOT.glob("roles/**/*.j2"), *ROOT.glob("playbooks/*.yml"),
+               ROOT / "site.yml"]
+    called = {name for path in sources for name in re.findall(r"\|\s*dask_gpu\.bundle\.([a-z_]+)", path.read_text())}
+    assert called <= set(core) | set(declared), called - set(core) - set(declared)
+    for feature in features.FEATURES:
+        text = "\n".join(path.read_text() for path in (ROOT / "roles" / feature.role).rglob("*.yml"))
+        for name, _ in feature.filters:
+            assert f"dask_gpu.bundle.{name}" in text, (feature.name, name)

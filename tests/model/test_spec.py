@@ -6,6 +6,8 @@ from types import ModuleType
 from typing import Any
 
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import identity
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import jobs as jobs_feature
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import notebook as notebook_feature
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.gpus import select
 
 CLUSTER: dict[str, Any] = {
@@ -197,7 +199,7 @@ def test_with_cudf_in_the_images_the_scheduler_and_the_clients_get_one_gpu(build
     assert builder.container_args(scheduler)["device_requests"] == cdi
     verify = builder.client_spec(frames, gpu_host(["2"]), SETTINGS, "verify", "v.json")
     assert verify["gpus"] == "2"  # the host's first worker GPU
-    notebook = builder.notebook_spec({**frames, "notebook": {"listen": "127.0.0.1", "port": 8888, "dir": "/n",
+    notebook = notebook_feature.notebook_spec({**frames, "notebook": {"listen": "127.0.0.1", "port": 8888, "dir": "/n",
                                                              "container_dir": "/nb"}}, "t", GPU_HOST, SETTINGS)
     assert notebook["gpus"] == "0"
     # A scheduler host without a GPU, or images without cuDF: no GPU.
@@ -208,8 +210,8 @@ def test_with_cudf_in_the_images_the_scheduler_and_the_clients_get_one_gpu(build
     # A job builds dask-cudf collections too: the host's first worker GPU with cuDF, none without.
     job = {"id": "etl-x", "name": "etl", "source": "/s", "folder": "", "entry": "main.py", "args": [], "timeout": 60,
            "env": {}, "requirements": ""}
-    assert builder.job_spec(frames, SETTINGS, job, gpu_host(["2"]))["gpus"] == "2"
-    assert builder.job_spec(CLUSTER, SETTINGS, job, gpu_host(["2"]))["gpus"] == ""
+    assert jobs_feature.job_spec(frames, SETTINGS, job, gpu_host(["2"]))["gpus"] == "2"
+    assert jobs_feature.job_spec(CLUSTER, SETTINGS, job, gpu_host(["2"]))["gpus"] == ""
 
 
 def test_a_gpu_less_scheduler_host_under_cudf_images_is_advised_not_refused() -> None:
@@ -238,9 +240,9 @@ def test_the_polars_profile_gives_its_workers_shm_ucx_devices_and_its_clients_th
     assert tables in bench["volumes"] and bench["argv"][bench["argv"].index("--polars-scale") + 1] == "10"
     assert tables not in builder.client_spec(polars, GPU_HOST, SETTINGS, "verify", "v.json")["volumes"]
     job = {"id": "j-1", "name": "j", "timeout": 60, "entry": "main.py", "args": [], "env": {}}
-    assert tables in builder.job_spec(polars, SETTINGS, job, GPU_HOST)["volumes"]
+    assert tables in jobs_feature.job_spec(polars, SETTINGS, job, GPU_HOST)["volumes"]
     # Other profiles: 1 GiB, no UCX devices on a TCP/TLS transport, no tables, no Polars benchmark.
     plain = builder.worker_spec(CLUSTER, host, SETTINGS)
     assert plain["shm_size"] == "1g" and "UCX_NET_DEVICES" not in plain["env"]
     assert "--polars-scale" not in builder.client_spec(CLUSTER, GPU_HOST, SETTINGS, "bench", "b")["argv"]
-    assert tables not in builder.job_spec(CLUSTER, SETTINGS, job, GPU_HOST)["volumes"]
+    assert tables not in jobs_feature.job_spec(CLUSTER, SETTINGS, job, GPU_HOST)["volumes"]

@@ -108,7 +108,9 @@ own systemd units it enables (the record keeps whether each is enabled or active
     the modules a user's own image must provide for it ({"scheduler"|"worker": [(module, what needs it)]}), read by
     the own-image check on the image that runs it (features.managed, features.image_needs). `teardown` is when
     role dask_teardown runs the role's teardown entry point (tasks/teardown.yml): `before` the units (nothing may
-    start a worker while the cluster goes), with the `units` (before the scheduler's), or `after` them."""
+    start a worker while the cluster goes), with the `units` (before the scheduler's), or `after` them. `filters`
+    are the Jinja filters its role calls, as (name, function) pairs: its spec builder and helpers, which the filter
+    plugin `features` exposes as `dask_gpu.bundle.NAME` (features.filters)."""
 
     name: str
     role: str
@@ -126,3 +128,4 @@ own systemd units it enables (the record keeps whether each is enabled or active
     requirements: str = ""
     image_needs: Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, list[tuple[str, str]]]] | None = None
     teardown: str = ""
+    filters: tuple[tuple[str, Callable[..., Any]], ...] = ()

@@ -86,8 +86,9 @@ def frames_gpu(cluster: dict[str, Any], host: dict[str, Any] | None) -> str:
     return "0" if int(host.get("gpu_count") or 0) > 0 else ""
 
 
-def _with_frames_gpu(spec: dict[str, Any], cluster: dict[str, Any], host: dict[str, Any] | None,
-                     settings: dict[str, Any] | None) -> dict[str, Any]:
+def with_frames_gpu(spec: dict[str, Any], cluster: dict[str, Any], host: dict[str, Any] | None,
+                    settings: dict[str, Any] | None) -> dict[str, Any]:
+    """The spec with the host's frames GPU (frames_gpu), when the images carry cuDF and settings are given."""
     gpu = frames_gpu(cluster, host)
     if gpu and settings:
         spec.update(gpus=gpu, gpu_request=settings["dask_worker_gpu_request"])
@@ -129,7 +130,7 @@ def client_env(cluster: dict[str, Any]) -> dict[str, str]:
     return env
 
 
-def _base(cluster: dict[str, Any], component: str, description: str, image: str, suffix: str = "") -> dict[str, Any]:
+def base(cluster: dict[str, Any], component: str, description: str, image: str, suffix: str = "") -> dict[str, Any]:
     """What every container spec starts from: named by the identity's `containers[component]` (and `-suffix`),
     labelled with its cluster and component."""
     name = cluster["containers"][component] + (f"-{suffix}" if suffix else "")
@@ -153,8 +154,8 @@ def wait_ports(ports: list[tuple[str, int | None]]) -> list[str]:
 # Scheduler preload of dask_transport tls-ucx: the scheduler fetches results from UCX workers as host memory, so
 # it can hand them to clients over TLS (docs/transport.md).
 HOST_FRAMES_PRELOAD = "dask_gpu_verify.host_frames"
-# Where a job's folder is inside its container.
-JOB_DIR = "/job"
+# CuPy's kernel cache inside a container whose home may not be writable (a tmpfs on /tmp, or the container's /tmp).
+CUPY_CACHE = "/tmp/cupy"
 
 
 def scheduler_argv(bind: str, port: int, dashboard: str, protocol: str, tls: dict[str, str] | None,
@@ -174,21 +175,21 @@ def scheduler_argv(bind: str, port: int, dashboard: str, protocol: str, tls: dic
 
 
 def scheduler_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
-    spec = _base(cluster, "scheduler", f"Dask scheduler for cluster {cluster['name']}",
-                 cluster["images"]["scheduler"])
+    spec = base(cluster, "scheduler", f"Dask scheduler for cluster {cluster['name']}",
+                cluster["images"]["scheduler"])
     bind = str(cluster["dashboard_bind"])
     spec.update(
         argv=scheduler_argv(host["bind_address"], cluster["scheduler_port"], f"{bind}:{cluster['dashboard_port']}",
                             cluster["protocol"], tls_files(cluster) if cluster["tls"] else None,
                             settings.get("dask_scheduler_extra_args") or [], cluster.get("scheduler_ucx_port")),
         # The root filesystem is read-only: CuPy, imported when graphs are unpickled, caches in /tmp.
-        env={"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(bool(cluster["tls"])), "CUPY_CACHE_DIR": "/tmp/cupy",
+        env={"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(bool(cluster["tls"])), "CUPY_CACHE_DIR": CUPY_CACHE,
              "DASK_HEALTH_URL": cluster["scheduler_urls"]["health"], **ucx_env(cluster, host), **spill_env(cluster)},
         read_only=True, tmpfs=["/tmp"], stop_timeout=int(settings["dask_scheduler_stop_timeout"]),
         ulimits=open_files(settings),
         wait_ports=wait_ports([(cluster["client_protocol"], cluster["scheduler_port"]),
                                ("ucx", cluster.get("scheduler_ucx_port")), ("http", cluster["dashboard_port"])]))
-    return _with_frames_gpu(spec, cluster, host, settings)
+    return with_frames_gpu(spec, cluster, host, settings)
 
 
 def open_files(settings: dict[str, Any]) -> dict[str, str]:
@@ -254,7 +255,7 @@ def worker_argv(gpu: bool, scheduler: str, *, host: str | None, name: str | None
 
 def worker_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     gpu = host["worker_mode"] == "gpu"
-    spec = _base(cluster, "worker", "Dask {}workers ({}) for cluster {}".format(
+    spec = base(cluster, "worker", "Dask {}workers ({}) for cluster {}".format(
         "CUDA " if gpu else "", host["worker_count"], cluster["name"]), cluster["images"]["worker"])
     local = cluster["paths"]["container"]["local"]
     http_port = int(settings["dask_worker_http_port"])
@@ -330,8 +331,8 @@ def client_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
                 ready_seconds: int | None = None) -> dict[str, Any]:
     """A client container on a worker host: the worker image, the host's TLS material, a report folder, and
     (for the benchmark on a GPU host) the host's GPUs, else a GPU when the images carry cuDF (frames_gpu)."""
-    spec = _base(cluster, kind, f"dask-gpu-{kind} for cluster {cluster['name']}",
-                 cluster["images"]["worker"])
+    spec = base(cluster, kind, f"dask-gpu-{kind} for cluster {cluster['name']}",
+                cluster["images"]["worker"])
     spec.update(argv=client_argv(kind, cluster, settings, out, ready_seconds), env=client_env(cluster))
     reports = f"{cluster['paths']['data']}/reports:{cluster['paths']['container']['reports']}"
     spec["volumes"] = spec["volumes"] + [reports] + (polars_tables(cluster) if kind == "bench" else [])
@@ -339,23 +340,8 @@ def client_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
         gpus, gpu_env = _gpu_selection(host)
         spec.update(gpus=gpus, gpu_request=settings["dask_worker_gpu_request"], env={**spec["env"], **gpu_env})
         return spec
-    return _with_frames_gpu(spec, cluster, host, settings)
+    return with_frames_gpu(spec, cluster, host, settings)
 
-
-def job_spec(cluster: dict[str, Any], settings: dict[str, Any], job: dict[str, Any],
-             host: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A job (plugin_utils/jobs.py's plan) as a client container on a worker host, started detached: the worker
-    image, the host's TLS material, the job's folder at /job (its script in /job/src, its own files in /job/work),
-    a GPU of the host when the images carry cuDF (frames_gpu: a job that builds dask-cudf collections makes cuDF
-    objects), else none. dask-gpu-job runs the script, keeps its output and report there and enforces the timeout."""
-    spec = _base(cluster, "job", f"job {job['name']} on cluster {cluster['name']}", cluster["images"]["worker"],
-                 suffix=str(job["id"]))
-    argv = ["dask-gpu-job", "--scheduler", cluster["scheduler_address"], "--job-dir", JOB_DIR, "--name",
-            job["name"], "--timeout", str(int(job["timeout"])), f"{JOB_DIR}/src/{job['entry']}"]
-    spec.update(argv=argv + (["--", *job["args"]] if job["args"] else []),
-                env={**job["env"], **client_env(cluster), "HOME": JOB_DIR + "/work"})
-    spec["volumes"] = spec["volumes"] + [f"{job_folder(cluster, job)}:{JOB_DIR}"] + polars_tables(cluster)
-    return _with_frames_gpu(spec, cluster, host, settings)
 
 
 def polars_tables(cluster: dict[str, Any]) -> list[str]:
@@ -367,30 +353,6 @@ def polars_tables(cluster: dict[str, Any]) -> list[str]:
     return [f"{cluster['paths']['data']}/worker:{cluster['paths']['container']['local']}:ro"]
 
 
-def job_folder(cluster: dict[str, Any], job: dict[str, Any]) -> str:
-    """The job's folder on its host (in the clients' reports folder, removed with the cluster)."""
-    return f"{cluster['paths']['data']}/reports/jobs/{job['id']}"
-
-
-def notebook_spec(cluster: dict[str, Any], token: str, host: dict[str, Any] | None = None,
-                  settings: dict[str, Any] | None = None) -> dict[str, Any]:
-    """JupyterLab on the notebook host (dask_cluster.notebook): the scheduler image (JupyterLab and the Dask
-    extension are built into the cluster's images when the notebook is on), the host's TLS material and the
-    scheduler's address, so `Client()` connects with no argument; the working folder mounted; the token from the
-    unit's env file (0600), never on the command line; a GPU when the images carry cuDF (frames_gpu)."""
-    notebook = cluster["notebook"]
-    spec = _base(cluster, "notebook", f"JupyterLab for cluster {cluster['name']}",
-                 cluster["images"]["scheduler"])
-    spec.update(argv=["jupyter", "lab", "--no-browser", f"--ServerApp.ip={notebook['listen']}",
-                      f"--ServerApp.port={int(notebook['port'])}", "--ServerApp.port_retries=0",
-                      f"--ServerApp.root_dir={notebook['container_dir']}",
-                      # Clusters are often offline: no news feed, no update check (nothing fetched from outside).
-                      "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-                env={**client_env(cluster), "DASK_SCHEDULER_ADDRESS": cluster["scheduler_address"],
-                     "JUPYTER_TOKEN": token, "CUPY_CACHE_DIR": "/tmp/cupy"},
-                ulimits={})
-    spec["volumes"] = spec["volumes"] + [f"{notebook['dir']}:{notebook['container_dir']}"]
-    return _with_frames_gpu(spec, cluster, host, settings)
 
 
 def roll_spec(cluster: dict[str, Any], step: str, args: list[str], timeout: int) -> dict[str, Any]:
@@ -406,8 +368,8 @@ def tool_spec(cluster: dict[str, Any], component: str, description: str, argv: l
     """One of the bundle's own tools (images/verify) as a client of the cluster on the scheduler host: the scheduler
     image, the host's TLS material, no GPU, a read-only root (CuPy, imported when graphs are unpickled, caches in a
     /tmp tmpfs)."""
-    spec = _base(cluster, component, description, cluster["images"]["scheduler"], suffix)
-    spec.update(argv=argv, env={**client_env(cluster), "CUPY_CACHE_DIR": "/tmp/cupy"}, read_only=True,
+    spec = base(cluster, component, description, cluster["images"]["scheduler"], suffix)
+    spec.update(argv=argv, env={**client_env(cluster), "CUPY_CACHE_DIR": CUPY_CACHE}, read_only=True,
                 tmpfs=["/tmp"])
     return spec
 

@@ -2,7 +2,7 @@
 The core (model.py, checks.py) runs them in this order; a new service adds its module and one line here."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import identity as core
@@ -39,9 +39,9 @@ TEARDOWN_STAGES = ("before", "units", "after")
 
 def managed() -> dict[str, Any]:
     """What the features' roles manage on a host beside the core's (Docker's), in registry order, each once: the
-    packages they may install, the paths they configure, the host units they enable, their site.yml tags (role dask_record: the record and the
-    fast rerun read them from the cluster model's `managed`), and the roles whose teardown entry point role
-    dask_teardown runs at each stage (`teardown`: before, units, after)."""
+    packages they may install, the paths they configure, the host units they enable, their site.yml tags (role
+    dask_record: the record and the fast rerun read them from the cluster model's `managed`), and the roles whose
+    teardown entry point role dask_teardown runs at each stage (`teardown`: before, units, after)."""
     out: dict[str, Any] = {"packages": [], "paths": [], "units": [], "tags": []}
     for feature in FEATURES:
         for key, values in (("packages", feature.packages), ("paths", feature.paths), ("units", feature.host_units),
@@ -66,4 +66,16 @@ def image_needs(cluster: Mapping[str, Any], settings: Mapping[str, Any]) -> dict
         if feature.image_needs is not None:
             for target, needed in feature.image_needs(cluster, settings).items():
                 out[target] += needed
+    return out
+
+
+def filters() -> dict[str, Callable[..., Any]]:
+    """Every feature's Jinja filters by name (the filter plugin `features` exposes them); a name declared twice is an
+    error, as two plugins cannot both be dask_gpu.bundle.NAME."""
+    out: dict[str, Callable[..., Any]] = {}
+    for feature in FEATURES:
+        for name, function in feature.filters:
+            if name in out:
+                raise ValueError(f"feature {feature.name}: filter {name} is taken")
+            out[name] = function
     return out

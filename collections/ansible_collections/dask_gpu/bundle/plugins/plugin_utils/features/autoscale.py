@@ -108,4 +108,4 @@ def checks(inp: CheckInput) -> list[str]:
 FEATURE = Feature(name="autoscale", role="dask_autoscale",
                   units=(("autoscaler", "autoscaler"), ("autoscale_agent", "autoscale-agent")),
                   containers=(("autoscaler", "autoscaler"),), host=host, cluster=cluster, checks=checks,
-                  tag="autoscale", teardown="before")
+                  tag="autoscale", teardown="before", filters=(("autoscale_spec", autoscale_spec),))

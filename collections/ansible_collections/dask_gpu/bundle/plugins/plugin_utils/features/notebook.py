@@ -20,6 +20,7 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
 )
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import cluster_paths
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.ports import span
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.spec import CUPY_CACHE, base, client_env, with_frames_gpu
 
 # Where the working folder is inside the container (the host's folder: dask_notebook_dir).
 CONTAINER_DIR = "/home/dask/work"
@@ -110,7 +111,29 @@ def image_needs(cluster: Mapping[str, Any], settings: Mapping[str, Any]) -> dict
                        ("dask_labextension", "dask_notebook_enabled=true (the Dask JupyterLab extension)")]}
 
 
+def notebook_spec(cluster: dict[str, Any], token: str, host: dict[str, Any] | None = None,
+                  settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """JupyterLab on the notebook host (dask_cluster.notebook): the scheduler image (JupyterLab and the Dask
+    extension are built into the cluster's images when the notebook is on), the host's TLS material and the
+    scheduler's address, so `Client()` connects with no argument; the working folder mounted; the token from the
+    unit's env file (0600), never on the command line; a GPU when the images carry cuDF (frames_gpu)."""
+    notebook = cluster["notebook"]
+    spec = base(cluster, "notebook", f"JupyterLab for cluster {cluster['name']}",
+                cluster["images"]["scheduler"])
+    spec.update(argv=["jupyter", "lab", "--no-browser", f"--ServerApp.ip={notebook['listen']}",
+                      f"--ServerApp.port={int(notebook['port'])}", "--ServerApp.port_retries=0",
+                      f"--ServerApp.root_dir={notebook['container_dir']}",
+                      # Clusters are often offline: no news feed, no update check (nothing fetched from outside).
+                      "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+                env={**client_env(cluster), "DASK_SCHEDULER_ADDRESS": cluster["scheduler_address"],
+                     "JUPYTER_TOKEN": token, "CUPY_CACHE_DIR": CUPY_CACHE},
+                ulimits={})
+    spec["volumes"] = spec["volumes"] + [f"{notebook['dir']}:{notebook['container_dir']}"]
+    return with_frames_gpu(spec, cluster, host, settings)
+
+
 FEATURE = Feature(name="notebook", role="dask_notebook", units=(("notebook", "notebook"),),
                   containers=(("notebook", "notebook"),), host=host, cluster=cluster, checks=checks,
                   tag="notebook", switch="dask_notebook_enabled",
-                  requirements="roles/dask_notebook/files/requirements.txt", image_needs=image_needs, teardown="units")
+                  requirements="roles/dask_notebook/files/requirements.txt", image_needs=image_needs, teardown="units",
+                  filters=(("notebook_spec", notebook_spec),))
