@@ -161,7 +161,7 @@ def test_verify_without_the_deployed_settings_says_so_at_once(scaled: float) -> 
     timeout; nothing is started and no floor is set."""
     released, _ = wait_released()
     run = live.playbook("playbooks/verify.yml", timeout=300)
-    text = " ".join(run.stdout.split())
+    text = " ".join((run.stdout + run.stderr).split())  # the failed task's message is on stderr
     assert run.returncode != 0, run.stdout[-3000:]
     assert (f"host {live.SCHEDULER}: dask_autoscale_enabled=false for this run, but the autoscaler runs on this host"
             in text and "-e dask_autoscale_enabled=true" in text), run.stdout[-3000:]

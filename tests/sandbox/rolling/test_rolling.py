@@ -89,7 +89,7 @@ def test_verify_with_the_autoscaler_on_where_none_was_deployed_says_so() -> None
     """The other way round: verify.yml with -e dask_autoscale_enabled=true on a cluster deployed without it (this
     suite's site.yml turned it off) stops at its first play, naming the host and the variable."""
     run = live.playbook("playbooks/verify.yml", "-e", "dask_autoscale_enabled=true", timeout=300)
-    text = " ".join(run.stdout.split())
+    text = " ".join((run.stdout + run.stderr).split())  # the failed task's message is on stderr
     assert run.returncode != 0, run.stdout[-3000:]
     assert (f"host {live.SCHEDULER}: dask_autoscale_enabled=true for this run, but the autoscaler does not run on "
             "this host" in text), run.stdout[-3000:]
