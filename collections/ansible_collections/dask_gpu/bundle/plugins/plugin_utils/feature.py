@@ -101,8 +101,8 @@ class Feature:
     model's `units.KEY` and `containers.KEY` are them (features.identity).
 
     What the feature's role manages on a host, outside the cluster's own folders: `packages` it may install (the
-    record keeps their versions), `paths` it configures (the fast rerun fingerprints them) and `host_units`, the host's
-own systemd units it enables (the record keeps whether each is enabled or active); `tag`, the tag of its
+    record keeps their versions), `paths` it configures (the fast rerun fingerprints them) and `host_units`, the
+    host's own systemd units it enables (the record keeps whether each is enabled or active); `tag`, the tag of its
     play in site.yml (a run that skips it is not a whole converge). What it needs in the images: `requirements`, a
     requirements file (repository-relative) built into them while the setting `switch` is true, and `image_needs`,
     the modules a user's own image must provide for it ({"scheduler"|"worker": [(module, what needs it)]}), read by
