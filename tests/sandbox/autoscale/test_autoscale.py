@@ -201,6 +201,16 @@ def test_verify_starts_a_released_host_whose_worker_is_killed_while_it_comes_bac
                               "verify_s": round(time.time() - started, 1)})
 
 
+def test_the_benchmark_starts_a_released_host_and_lets_it_go_again(scaled: float) -> None:
+    """playbooks/benchmark.yml, like verify.yml, asks for every worker: the released host starts, the benchmark
+    passes on every worker, and its floor is lifted at its end."""
+    released, _ = wait_released()
+    run = live.playbook("playbooks/benchmark.yml", *SETTINGS, "-e", "dask_bench_etl_rows=200000", timeout=900)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    assert f"starting the released hosts {released}" in " ".join(run.stdout.split()), run.stdout[-3000:]
+    assert live.on_host(live.SCHEDULER, "test", "-e", FLOOR, check=False).returncode == 1  # lifted at its end
+
+
 def test_no_release_comes_within_the_cooldown_of_the_change_before_it(scaled: float) -> None:
     made = decisions(scaled)
     assert len(made) >= 2 + 2 * CYCLES, made
