@@ -92,13 +92,17 @@ def scaled() -> Iterator[float]:
 
 
 def test_an_idle_host_goes_after_its_data_moved(scaled: float) -> None:
+    # Every host held up (the floor) while the data is put on it: without the floor the autoscaler may release a
+    # host between the fixture's wait and this one (its cooldown since the scale-up already past), and nothing would
+    # bring it back.
+    every_host_up(120)
     with live.connect(timeout=60) as client:
-        client.wait_for_workers(len(live.WORKERS), timeout=120)
         hosts = live.by_host(client)
         data = [client.submit(lambda n: list(range(n)), n, workers=[worker["address"] for worker in hosts[host]],
                               pure=False) for host in live.WORKERS for n in range(20)]  # data on every host
         client.gather(data)
-        released, seconds = wait_released()  # from the moment its work was done: idle from then
+        live.on_host(live.SCHEDULER, "rm", "-f", FLOOR)
+        released, seconds = wait_released()  # from the moment its work was done and the floor lifted: idle from then
         assert [len(future.result()) for future in data] == list(range(20)) * len(live.WORKERS)  # moved first
         live.wait_until(lambda: not live.by_host(client)[released], 30, f"{released} gone from the scheduler")
         assert all(len(workers) == 1 for host, workers in live.by_host(client).items() if host != released)
