@@ -74,6 +74,8 @@ def commands() -> dict[str, Block]:
     return {
         "scheduler": ("command", spec.scheduler_argv("0.0.0.0", 8786, ":8787", "tcp", None, [])),
         "gpu-worker": ("command", spec.worker_argv(True, SCHEDULER, name=None, nthreads=None, **worker)),
+        # The units' nanny preloads: worker N's HTTP port, each worker pinned to its own GPU's cores.
+        "gpu-worker-env": ("environment", {"DASK_DISTRIBUTED__NANNY__PRELOAD": spec.NANNY_PRELOAD_ENV}),
         "cpu-worker": ("command", spec.worker_argv(False, SCHEDULER, name="cpu-worker", nthreads=2, **worker)),
         "gpu-verify": ("command", spec.verify_argv(SCHEDULER, EXPECT, f"{reports}/verify.json", allow_cpu=False)),
         "cpu-verify": ("command", spec.verify_argv(SCHEDULER, EXPECT, f"{reports}/verify.json", allow_cpu=True)),

@@ -23,7 +23,7 @@ BUNDLE_COMMANDS = ("dask-gpu-healthcheck", "dask-gpu-verify", "dask-gpu-bench", 
 # Modules the probe looks for (found, not imported: no GPU is needed).
 MODULES = ("dask", "distributed", "dask_gpu_verify", "dask_cuda", "distributed_ucxx", "cudf", "dask_cudf",
            "prometheus_client", "bokeh", "jupyterlab", "dask_labextension", "dask_gpu_verify.gpu_metrics",
-           "dask_gpu_verify.worker_ports", "dask_gpu_verify.host_frames")
+           "dask_gpu_verify.worker_ports", "dask_gpu_verify.gpu_affinity", "dask_gpu_verify.host_frames")
 VERSIONED = ("dask", "distributed", "dask-cuda")
 
 PROBE = r"""
@@ -106,7 +106,8 @@ def needs(cluster: Mapping[str, Any], settings: Mapping[str, Any],
     if gpu:
         worker += [("dask_cuda", f"`dask cuda worker` on the GPU worker hosts {', '.join(gpu)}"),
                    ("dask_gpu_verify.gpu_metrics", "the GPU workers' metrics preload"),
-                   ("dask_gpu_verify.worker_ports", "the GPU workers' HTTP ports preload (/health, /metrics)")]
+                   ("dask_gpu_verify.worker_ports", "the GPU workers' HTTP ports preload (/health, /metrics)"),
+                   ("dask_gpu_verify.gpu_affinity", "the GPU workers' CPU affinity preload")]
     transport = str(settings.get("dask_transport") or "tls")
     decoded = facets(transport)
     if decoded["ucx_every_address"]:

@@ -14,6 +14,7 @@ container's devices, not by CUDA_VISIBLE_DEVICES: the container sees only those 
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.gpus import CDI_KIND
@@ -210,9 +211,13 @@ def ucx_env(cluster: dict[str, Any], host: dict[str, Any]) -> dict[str, str]:
 GPU_METRICS_PRELOAD = "dask_gpu_verify.gpu_metrics"
 
 
-# Nanny preload of GPU workers: worker N of a host serves HTTP (/metrics, /health) on dask_worker_http_port + N
-# (dask-cuda hands every worker the same --dashboard-address; all but the first would get a random port).
+# Nanny preloads of GPU workers: worker N of a host serves HTTP (/metrics, /health) on dask_worker_http_port + N
+# (dask-cuda hands every worker the same --dashboard-address; all but the first would get a random port), and is
+# pinned to the CPU cores of its own GPU (dask-cuda's `dask cuda worker` pins worker i to GPU 2i mod n's).
 WORKER_PORTS_PRELOAD = "dask_gpu_verify.worker_ports"
+GPU_AFFINITY_PRELOAD = "dask_gpu_verify.gpu_affinity"
+NANNY_PRELOADS = (WORKER_PORTS_PRELOAD, GPU_AFFINITY_PRELOAD)
+NANNY_PRELOAD_ENV = json.dumps(list(NANNY_PRELOADS), separators=(",", ":"))  # DASK_DISTRIBUTED__NANNY__PRELOAD
 
 
 def worker_argv(gpu: bool, scheduler: str, *, host: str | None, name: str | None, nthreads: int | None,
@@ -277,7 +282,7 @@ def worker_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
     gpus, gpu_env = _gpu_selection(host) if gpu else ("", {})
     env.update(gpu_env)
     if gpu:
-        env["DASK_DISTRIBUTED__NANNY__PRELOAD"] = f'["{WORKER_PORTS_PRELOAD}"]'
+        env["DASK_DISTRIBUTED__NANNY__PRELOAD"] = NANNY_PRELOAD_ENV
 
     spec.update(env=env, shm_size=str(cluster["polars"]["shm_size"]),
                 stop_timeout=int(settings["dask_worker_stop_timeout"]), ulimits=open_files(settings),
