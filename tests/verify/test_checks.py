@@ -1,6 +1,9 @@
 """The pure checks: each failure path yields a finding that names where it is."""
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from dask_gpu_verify import checks
 
 BASE = {"python": "3.11.2", "dask": "2026.7.1", "distributed": "2026.7.1", "dask-cuda": "26.10.0",
@@ -71,6 +74,22 @@ def test_same_uuid_on_different_hosts_is_not_a_clash() -> None:
 def test_unpinned_worker_on_multi_gpu_host_fails() -> None:
     (finding,) = checks.gpu_placement({"w0": _gpu("GPU-a", None, 4)}, {"w0": "h"})
     assert "not pinned" in finding.message
+
+
+@pytest.mark.parametrize(("worker_cores", "gpu_cores", "fails"), [
+    (list(range(16, 32)), list(range(16)), True),  # the other socket's cores only
+    (list(range(16)), list(range(16)), False), ([0, 1, 2, 3], list(range(16)), False),  # its own, or some of them
+    (list(range(32)), list(range(16)), False),  # not pinned (dask-cuda could not set it): not on the wrong socket
+    (list(range(16, 32)), None, False), ([], list(range(16)), False)])  # NVML or the worker could not say
+def test_a_worker_on_none_of_its_gpus_cores_fails(worker_cores: list[int], gpu_cores: list[int] | None,
+                                                  fails: bool) -> None:
+    health: dict[str, dict[str, Any]] = {"w1": {"uuid": "GPU-b", "worker_cores": worker_cores, "cpu_cores": gpu_cores},
+              "w0": {"uuid": "GPU-a", "worker_cores": list(range(16)), "cpu_cores": list(range(16))}}
+    findings = checks.cpu_affinity(health, {"w0": "h", "w1": "h"})
+    assert [(finding.worker, finding.gpu, finding.host) for finding in findings] == ([("w1", "GPU-b", "h")] if fails
+                                                                                  else [])
+    if fails:
+        assert "runs on CPU cores 16-31, none of them its GPU's (0-15)" in findings[0].message
 
 
 def test_missing_gpu_only_fails_when_required() -> None:

@@ -88,3 +88,33 @@ def test_the_command_line_judges_replayed_readings(tmp_path: Path) -> None:
 def test_a_machine_without_nvml_says_so() -> None:
     found = gpu_health.read(library="libnvidia-ml-not-here.so.1")
     assert found["gpus"] == [] and found["error"].startswith("NVML could not be read")
+
+
+class AffinityLib:
+    """libnvidia-ml's nvmlDeviceGetCpuAffinity as ctypes calls it: fills an array of 64-bit words."""
+
+    def __init__(self, cores: list[int], status: int = 0) -> None:
+        self.cores, self.status = cores, status
+
+    def nvmlDeviceGetCpuAffinity(self, handle: Any, words: Any, mask: Any) -> int:  # noqa: N802 - NVML's name
+        for core in self.cores:
+            if core // 64 < words.value:
+                mask[core // 64] |= 1 << (core % 64)
+        return self.status
+
+
+@pytest.mark.parametrize(("cores", "status", "expected"), [
+    ([0, 1, 2, 63], 0, [0, 1, 2, 63]), ([], 0, None), ([1], 3, None)])
+def test_cpu_cores_are_read_from_nvmls_bitmask(cores: list[int], status: int, expected: list[int] | None,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gpu_health.os, "cpu_count", lambda: 64)
+    nvml = object.__new__(gpu_health.NVML)
+    nvml.lib = AffinityLib(cores, status)  # type: ignore[assignment]
+    assert nvml.cpu_cores(None) == expected  # type: ignore[arg-type]
+
+
+def test_cpu_cores_beyond_64_use_more_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gpu_health.os, "cpu_count", lambda: 192)
+    nvml = object.__new__(gpu_health.NVML)
+    nvml.lib = AffinityLib([64, 65, 191])  # type: ignore[assignment]
+    assert nvml.cpu_cores(None) == [64, 65, 191]  # type: ignore[arg-type]

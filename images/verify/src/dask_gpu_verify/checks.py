@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .findings import Finding
+from .gpu_affinity import ranges
 
 Versions = Mapping[str, str | None]
 
@@ -70,6 +71,19 @@ def gpu_health(health: Mapping[str, Mapping[str, Any]], hosts: Mapping[str, str]
     PCIe link or NVLink, hardware clock slowdown, over its slowdown temperature): one finding per problem."""
     return [Finding("gpu-health", f"GPU {info.get('uuid')}: {problem}", host=hosts.get(worker), worker=worker)
             for worker, info in health.items() for problem in (info.get("health") or {}).get("problems", [])]
+
+
+def cpu_affinity(health: Mapping[str, Mapping[str, Any]], hosts: Mapping[str, str]) -> list[Finding]:
+    """A GPU worker pinned to CPU cores none of which NVML names for its GPU: on a host with GPUs on two sockets, a
+    worker on the other socket (dask cuda worker's own choice without the bundle's preload, gpu_affinity.py)."""
+    findings = []
+    for worker, info in sorted(health.items()):
+        own, cores = info.get("worker_cores") or [], info.get("cpu_cores") or []
+        if own and cores and not set(own) & set(cores):
+            findings.append(Finding("gpu-placement", f"runs on CPU cores {ranges(own)}, none of them its GPU's "
+                                    f"({ranges(cores)}): every copy between the GPU and host memory crosses "
+                                    "sockets", host=hosts.get(worker), worker=worker, gpu=info.get("uuid")))
+    return findings
 
 
 def worker_counts(workers: Mapping[str, Mapping[str, Any]], expected_total: int,

@@ -83,6 +83,7 @@ def verify(client: Any, args: argparse.Namespace, report: Report) -> None:
         for address, info in health.items():
             report.workers[address]["gpu_health"] = info
         report.findings += checks.gpu_health(health, hosts)
+        report.findings += checks.cpu_affinity(health, hosts)
     expect_gpus = args.expect_gpus if args.expect_gpus is not None else (0 if args.allow_cpu else args.expect_workers)
     if len(gpu_workers) < expect_gpus:
         report.findings.append(Finding("gpu", f"{len(gpu_workers)} GPU workers found, {expect_gpus} expected"))

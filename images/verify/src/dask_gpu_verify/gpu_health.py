@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import os
 import sys
 from typing import Any
 
@@ -124,6 +125,15 @@ class NVML:
             active += int(state.value == 1)
         return (active, links) if links else (None, None)
 
+    def cpu_cores(self, handle: ctypes.c_void_p) -> list[int] | None:
+        """The CPU cores NVML names nearest the GPU (nvmlDeviceGetCpuAffinity: dask-cuda pins a worker to them);
+        None when it cannot say."""
+        words = max(1, -(-(os.cpu_count() or 64) // 64))
+        mask = (ctypes.c_uint64 * words)()
+        if self._call("nvmlDeviceGetCpuAffinity", handle, ctypes.c_uint(words), mask) != SUCCESS:
+            return None
+        return [word * 64 + bit for word in range(words) for bit in range(64) if mask[word] >> bit & 1] or None
+
     def clock_reasons(self, handle: ctypes.c_void_p) -> int | None:
         for name in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
             value = self.uint(name, handle, kind=ctypes.c_ulonglong)
@@ -153,6 +163,7 @@ def read_gpu(nvml: NVML, index: int) -> dict[str, Any]:
         # NVML_TEMPERATURE_GPU 0; threshold 1: the slowdown temperature.
         "temperature_c": nvml.uint("nvmlDeviceGetTemperature", handle, 0),
         "temperature_slowdown_c": nvml.uint("nvmlDeviceGetTemperatureThreshold", handle, 1),
+        "cpu_cores": nvml.cpu_cores(handle),
     }
 
 

@@ -88,11 +88,12 @@ def gpu_info() -> dict[str, Any]:
 
 
 def gpu_health() -> dict[str, Any]:
-    """This worker's own GPU (the first of its CUDA_VISIBLE_DEVICES) read through NVML and judged (gpu_health.py)."""
+    """This worker's own GPU (the first of its CUDA_VISIBLE_DEVICES) read through NVML and judged (gpu_health.py),
+    and the CPU cores this worker process may run on."""
     from . import gpu_health as health
 
     device = (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip() or "0"
-    return health.read_device(device)
+    return {**health.read_device(device), "worker_cores": sorted(os.sched_getaffinity(0))}
 
 
 def memory_bandwidth(nbytes: int, repeats: int, backend: str) -> dict[str, Any]:
