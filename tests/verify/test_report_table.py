@@ -23,8 +23,19 @@ def table(found: Report) -> list[str]:
 
 def test_a_small_cluster_has_a_line_per_worker() -> None:
     lines = table(report(2, 4))
-    assert lines[2].split() == ["host", "worker", "GPU", "UUID", "GPU", "sum", "GB/s", "GPU", "copy", "GB/s"]
+    assert lines[2].split() == ["host", "worker", "GPU", "UUID", "GPU", "sum", "GB/s", "GPU", "copy", "GB/s", "CPU",
+                                "cores", "(its", "GPU's)"]
     assert sum(1 for line in lines if line.startswith("host-")) == 8
+    assert all(line.split()[-1] == "-" for line in lines if line.startswith("host-"))  # no health reading: no cores
+
+
+def test_each_worker_line_names_its_cores_and_its_gpus() -> None:
+    found = report(1, 2)
+    first, second = sorted(found.workers)
+    found.workers[first]["gpu_health"] = {"worker_cores": list(range(16)), "cpu_cores": list(range(16))}
+    found.workers[second]["gpu_health"] = {"worker_cores": [16, 17, 18, 19], "cpu_cores": None}
+    rows = [line.split() for line in table(found) if line.startswith("host-")]
+    assert [row[-2:] for row in rows] == [["0-15", "(0-15)"], ["16-19", "(?)"]]
 
 
 def test_hundreds_of_workers_have_a_line_per_host_and_the_json_keeps_them_all() -> None:

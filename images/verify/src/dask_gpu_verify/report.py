@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .findings import Finding
+from .gpu_affinity import ranges
 
 
 @dataclass
@@ -101,12 +102,14 @@ class Report:
 
 
     def per_worker_rows(self, unit: str) -> list[tuple[str, ...]]:
-        rows: list[tuple[str, ...]] = [("host", "worker", "GPU", "UUID", f"{unit} sum GB/s", f"{unit} copy GB/s")]
+        rows: list[tuple[str, ...]] = [("host", "worker", "GPU", "UUID", f"{unit} sum GB/s", f"{unit} copy GB/s",
+                                        "CPU cores (its GPU's)")]
         for address, info in sorted(self.workers.items(), key=lambda item: (item[1].get("hostname", ""), item[0])):
             gpu = info.get("gpu", {})
             bandwidth = info.get("bandwidth", {})
             rows.append((info.get("hostname", "?"), str(info.get("name", address)), gpu.get("name", "-"),
-                         gpu.get("uuid", "-"), _gbps(bandwidth.get("sum_gbps")), _gbps(bandwidth.get("copy_gbps"))))
+                         gpu.get("uuid", "-"), _gbps(bandwidth.get("sum_gbps")), _gbps(bandwidth.get("copy_gbps")),
+                         _cores(info.get("gpu_health") or {})))
         return rows
 
     def per_host_rows(self, unit: str) -> list[tuple[str, ...]]:
@@ -127,6 +130,14 @@ class Report:
 
 # More workers than this: the table has a line per host (the JSON report keeps every worker).
 PER_WORKER_ROWS = 32
+
+
+def _cores(health: dict[str, Any]) -> str:
+    """The cores a GPU worker runs on, and in brackets those NVML names for its GPU: `0-15 (0-15)`."""
+    own, gpu = health.get("worker_cores"), health.get("cpu_cores")
+    if not own:
+        return "-"
+    return f"{ranges(own)} ({ranges(gpu) if gpu else '?'})"
 
 
 def _gbps(value: float | None) -> str:
