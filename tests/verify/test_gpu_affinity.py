@@ -101,3 +101,15 @@ def test_nothing_to_go_by_leaves_the_worker_alone(kwargs: dict) -> None:
 def test_ranges_are_logged_compactly() -> None:
     assert gpu_affinity.ranges([8, 0, 1, 2, 3, 10, 11]) == "0-3,8,10-11"
     assert gpu_affinity.ranges([]) == ""
+
+
+def test_a_failing_lookup_leaves_dask_cudas_choice_and_the_worker_starts(caplog: pytest.LogCaptureFixture) -> None:
+    def cores(gpu: int | str) -> list[int]:
+        raise RuntimeError("NVML: not supported")
+
+    nanny = dask_cuda_nanny(2)
+    before = affinity(nanny)
+    with caplog.at_level(logging.WARNING, logger="distributed.nanny"):
+        gpu_affinity.dask_setup(nanny, cores_of=cores)
+    assert affinity(nanny) == before
+    assert "left as dask-cuda chose it: NVML: not supported" in caplog.text

@@ -73,7 +73,11 @@ def dask_setup(nanny: Any, cores_of: Callable[[int | str], list[int]] = gpu_core
     plugins = [plugin for plugin in nanny.worker_kwargs.get("plugins") or () if type(plugin).__name__ == PLUGIN]
     if gpu is None or not plugins:
         return
-    cores = cores_of(gpu)
+    try:
+        cores = cores_of(gpu)
+    except Exception as error:  # noqa: BLE001 - the worker starts with dask-cuda's choice rather than not at all
+        logger.warning("CPU affinity of the worker of GPU %s left as dask-cuda chose it: %s", gpu, error)
+        return
     if not cores:
         return
     for before, after in repin(plugins, cores):
