@@ -25,6 +25,8 @@ tcp...), each worker's namespaces and GPU, and errors from the container logs.
     6 one-container  the baseline, what the bundle runs today: ONE container, `dask cuda worker` over both GPUs
     7 pid-host    --pid=host alone (private IPC), CVD 0 / 1
     8 holder-pid  the holder's PID namespace alone (--pid=container:H, private IPC), CVD 0 / 1
+    9 holder-pid-own-node  as 8, but each container gets only its own GPU's device node (CDI nvidia.com/gpu=0 / =1,
+                  not =all), so each sees one GPU: CVD 0 / 0
 
 STAND-INs (say so wherever a result is reported): the images (tests/gpu/standin-image.sh: the machine's Python
 and CuPy plus the carried Dask wheels and `.ucx/ucx-site.tar.xz` (distributed-ucxx, ucxx, libucx 1.21, RMM), not
@@ -97,6 +99,7 @@ class Worker:
     suffix: str
     cvd: str | None
     dask_cuda: bool = True
+    device: str = "all"  # the CDI device the container gets: every GPU's node, or one GPU's (its index)
 
 
 @dataclass(frozen=True)
@@ -126,8 +129,12 @@ VARIANTS = {v.key: v for v in (
     Variant("7", "--pid=host", "private IPC, host PID", ("--pid=host",), ZERO_ONE),
     Variant("8", "holder's PID namespace only", "private IPC, holder's PID (shared by both)",
             (f"--pid=container:{HOLDER}",), ZERO_ONE, holder=True),
+    # Each container given only its own GPU's device node (CDI nvidia.com/gpu=N), so CUDA sees one device, index 0.
+    Variant("9", "holder's PID namespace, own GPU's device node only", "private IPC, holder's PID (shared by both)",
+            (f"--pid=container:{HOLDER}",), (Worker("a", "0", device="0"), Worker("b", "0", device="1")),
+            holder=True),
 )}
-DEFAULT_ORDER = "6,1,2,3,4,5,5b,7,8"
+DEFAULT_ORDER = "6,1,2,3,4,5,5b,7,8,9"
 
 
 @dataclass
@@ -325,7 +332,7 @@ def run_args(variant: Variant, worker: Worker, scheduler: str, settings: Setting
     argv = ["docker", "run", "--detach", "--name", name, "--label", f"{LABEL}={variant.key}", "--network", "host",
             "--user", USER, "--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
     if settings.gpu:
-        argv += ["--device", "nvidia.com/gpu=all"]
+        argv += ["--device", f"nvidia.com/gpu={worker.device}"]
     for limit, value in settings.ulimits.items():
         argv += ["--ulimit", f"{limit}={value}"]
     argv += [flag.replace(HOLDER, container_name(variant, "holder")) for flag in variant.flags]
