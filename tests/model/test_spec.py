@@ -200,7 +200,8 @@ def test_with_cudf_in_the_images_the_scheduler_and_the_clients_get_one_gpu(build
     verify = builder.client_spec(frames, gpu_host(["2"]), SETTINGS, "verify", "v.json")
     assert verify["gpus"] == "2"  # the host's first worker GPU
     notebook = notebook_feature.notebook_spec({**frames, "notebook": {"listen": "127.0.0.1", "port": 8888, "dir": "/n",
-                                                             "container_dir": "/nb"}}, "t", GPU_HOST, SETTINGS)
+                                                             "container_dir": "/nb", "config_dir": "/c"}},
+                                              "t", GPU_HOST, SETTINGS)
     assert notebook["gpus"] == "0"
     # A scheduler host without a GPU, or images without cuDF: no GPU.
     assert builder.scheduler_spec(frames, {"bind_address": "10.0.0.1", "gpu_count": 0}, SETTINGS)["gpus"] == ""
@@ -246,3 +247,21 @@ def test_the_polars_profile_gives_its_workers_shm_ucx_devices_and_its_clients_th
     assert plain["shm_size"] == "1g" and "UCX_NET_DEVICES" not in plain["env"]
     assert "--polars-scale" not in builder.client_spec(CLUSTER, GPU_HOST, SETTINGS, "bench", "b")["argv"]
     assert tables not in jobs_feature.job_spec(CLUSTER, SETTINGS, job, GPU_HOST)["volumes"]
+
+
+def test_jupyterlab_reads_the_partitioning_advice_from_a_file_not_its_environment(builder: ModuleType) -> None:
+    """A retired or added host changes the advice's workers count: in JupyterLab's environment that would restart the
+    container and every kernel in it, so it reads a Dask configuration file (DASK_ROOT_CONFIG, a read-only folder)
+    that each new process takes; the one-task clients keep the environment."""
+    advice = {"partition_bytes": 2 ** 30, "partitions_per_worker": 2, "workers": 8}
+    cluster = {**CLUSTER, "dataframe": advice,
+               "notebook": {"listen": "127.0.0.1", "port": 8888, "dir": "/n", "container_dir": "/nb",
+                            "config_dir": "/etc/dask/notebook"}}
+    notebook = notebook_feature.notebook_spec(cluster, "t", GPU_HOST, SETTINGS)
+    assert not [key for key in notebook["env"] if key.startswith("DASK_DASK_GPU__")], notebook["env"]
+    assert notebook["env"]["DASK_ROOT_CONFIG"] == notebook_feature.CONFIG_CONTAINER_DIR
+    assert f"/etc/dask/notebook:{notebook_feature.CONFIG_CONTAINER_DIR}:ro" in notebook["volumes"]
+    assert notebook_feature.notebook_config(cluster) == {
+        "dask-gpu": {"dataframe": {"partition-bytes": 2 ** 30, "partitions-per-worker": 2, "workers": 8}}}
+    verify = builder.client_spec(cluster, GPU_HOST, SETTINGS, "verify", "v.json")
+    assert verify["env"]["DASK_DASK_GPU__DATAFRAME__WORKERS"] == "8"

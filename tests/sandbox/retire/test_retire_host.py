@@ -1,9 +1,11 @@
 """Retiring a worker host in the sandbox (molecule's side effect, after the transport tests): with
 `dask_host_state: retired` for dask-w2 (a second inventory file, as host_vars would), site.yml moves dask-w2's keys to
 dask-w1 through the scheduler, removes the cluster from dask-w2 and takes it out of the other hosts' firewall;
-then, with the line gone, site.yml adds it back without restarting dask-w1's worker."""
+then, with the line gone, site.yml adds it back without restarting dask-w1's worker. JupyterLab keeps running through
+both (its kernels with it), and a new kernel takes the partitioning advice for the workers the cluster has then."""
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -13,8 +15,27 @@ import yaml
 RETIRED, KEPT = "dask-w2", "dask-w1"
 
 
-def started_at(host: str) -> str:
-    return live.on_host(host, "docker", "inspect", "-f", "{{.State.StartedAt}}", "dask-worker").stdout.strip()
+def started_at(host: str, container: str = "dask-worker") -> str:
+    return live.on_host(host, "docker", "inspect", "-f", "{{.State.StartedAt}}", container).stdout.strip()
+
+
+NOTEBOOK = "dask-notebook"  # JupyterLab, on the scheduler host (the sandbox's inventory turns it on)
+
+
+def notebook_advice_workers() -> int:
+    """The workers count a new Python process in JupyterLab's container takes from the cluster's advice: a process of
+    the container's image with the container's own configuration mount and DASK_ROOT_CONFIG (read from docker
+    inspect), as a new kernel starts (docker exec into the sandbox's nested containers fails on setns)."""
+    inspect = json.loads(live.on_host(live.SCHEDULER, "docker", "inspect", NOTEBOOK).stdout)[0]
+    env = dict(item.split("=", 1) for item in inspect["Config"]["Env"])
+    root = env["DASK_ROOT_CONFIG"]
+    mount = next(m for m in inspect["Mounts"] if m["Destination"] == root)
+    code = "from dask_gpu_verify import partitions; print(partitions.advice().workers)"
+    config = inspect["Config"]
+    out = live.on_host(live.SCHEDULER, "docker", "run", "--rm", "--network", "none", "--user", config["User"],
+                       "-v", f"{mount['Source']}:{root}:ro", "-e", f"DASK_ROOT_CONFIG={root}", config["Image"],
+                       "python", "-c", code).stdout
+    return int(out.split()[-1])
 
 
 def test_a_retired_host_hands_over_its_keys_leaves_and_comes_back(tmp_path: Path) -> None:
@@ -26,6 +47,8 @@ def test_a_retired_host_hands_over_its_keys_leaves_and_comes_back(tmp_path: Path
     retire = tmp_path / "retire.yml"
     retire.write_text(yaml.safe_dump({"all": {"hosts": {RETIRED: {"dask_host_state": "retired"}}}}))
     kept_started = started_at(KEPT)
+    notebook_started = started_at(live.SCHEDULER, NOTEBOOK)
+    assert notebook_advice_workers() == len(live.WORKERS)
     with live.connect(timeout=60) as client:
         on_retired = [address for address, info in live.workers(client).items() if info["name"].startswith(RETIRED)]
         assert len(on_retired) == 1, live.workers(client)
@@ -52,6 +75,9 @@ def test_a_retired_host_hands_over_its_keys_leaves_and_comes_back(tmp_path: Path
         table = live.on_host(host, "nft", "list", "set", "inet", "dask_firewall", "cluster").stdout
         assert gone not in table and live.address(KEPT) in table, (host, table)
     assert started_at(KEPT) == kept_started
+    # JupyterLab (and every kernel in it) kept running; a new kernel takes the advice for the workers left.
+    assert started_at(live.SCHEDULER, NOTEBOOK) == notebook_started, "retiring dask-w2 restarted JupyterLab"
+    assert notebook_advice_workers() == len(live.WORKERS) - 1
 
     started = time.monotonic()
     run = live.playbook("site.yml", timeout=1500)
@@ -61,5 +87,8 @@ def test_a_retired_host_hands_over_its_keys_leaves_and_comes_back(tmp_path: Path
         client.wait_for_workers(len(live.WORKERS), timeout=120)
         assert sorted(info["name"].split("-")[1] for info in live.workers(client).values()) == ["w1", "w2"]
     assert started_at(KEPT) == kept_started, "adding dask-w2 back restarted dask-w1's worker"
+    assert started_at(live.SCHEDULER, NOTEBOOK) == notebook_started, "adding dask-w2 back restarted JupyterLab"
+    assert notebook_advice_workers() == len(live.WORKERS)
     live.record("retire", {"host": RETIRED, "keys moved": before, "site.yml to retire s": round(retire_seconds, 1),
-                           "site.yml to add back s": round(back_seconds, 1), "dask-w1 restarted": "no"})
+                           "site.yml to add back s": round(back_seconds, 1), "dask-w1 restarted": "no",
+                           "JupyterLab restarted": "no"})

@@ -1,6 +1,6 @@
 """How to cut a data frame for the cluster this client talks to: the advice the cluster publishes as Dask
-configuration (`dask-gpu.dataframe.*`: the client bundle's dask.yaml and env.sh, and the environment of every
-client the bundle runs - verification, benchmark, jobs, JupyterLab).
+configuration (`dask-gpu.dataframe.*`: the client bundle's dask.yaml and env.sh, the environment of the clients
+the bundle runs for one task - verification, benchmark, jobs - and JupyterLab's configuration file).
 
     import dask.dataframe as dd
     from dask_gpu_verify import partitions

@@ -111,18 +111,31 @@ def spill_env(cluster: dict[str, Any]) -> dict[str, str]:
     return {"CUDF_SPILL": "on"} if cluster.get("cudf_spill") else {}
 
 
+DATAFRAME_KEYS = ("partition_bytes", "partitions_per_worker", "workers")
+
+
 def dataframe_env(cluster: dict[str, Any]) -> dict[str, str]:
-    """The cluster's partitioning advice as Dask configuration (dask-gpu.dataframe.*), for every client it runs; the
-    client bundle's dask.yaml and env.sh carry the same (roles/dask_tls)."""
+    """The cluster's partitioning advice as Dask configuration (dask-gpu.dataframe.*), for the clients it runs for one
+    task (verification, benchmark, jobs, rolling steps); the client bundle's dask.yaml and env.sh carry the same
+    (roles/dask_tls), and JupyterLab a configuration file (dataframe_config)."""
     advice = cluster.get("dataframe") or {}
-    return {f"DASK_DASK_GPU__DATAFRAME__{key.upper()}": str(advice[key])
-            for key in ("partition_bytes", "partitions_per_worker", "workers") if key in advice}
+    return {f"DASK_DASK_GPU__DATAFRAME__{key.upper()}": str(advice[key]) for key in DATAFRAME_KEYS if key in advice}
 
 
-def client_env(cluster: dict[str, Any]) -> dict[str, str]:
-    """What a client needs in its environment to reach the cluster (TLS from the host's own material)."""
+def dataframe_config(cluster: dict[str, Any]) -> dict[str, Any]:
+    """The same advice as a Dask configuration file's content, for a client that runs for days (JupyterLab): its
+    workers count follows the inventory, and a file read by each new Python process takes a new count without
+    restarting the container (an environment change would restart it, and every kernel in it with it)."""
+    advice = cluster.get("dataframe") or {}
+    return {"dask-gpu": {"dataframe": {key.replace("_", "-"): advice[key] for key in DATAFRAME_KEYS
+                                       if key in advice}}}
+
+
+def client_env(cluster: dict[str, Any], advice: bool = True) -> dict[str, str]:
+    """What a client needs in its environment to reach the cluster (TLS from the host's own material), and the
+    partitioning advice unless it comes from a file (advice=False)."""
     env = {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": str(bool(cluster["tls"])), **spill_env(cluster),
-           **dataframe_env(cluster)}
+           **(dataframe_env(cluster) if advice else {})}
     if cluster["tls"]:
         files = tls_files(cluster)
         env.update({"DASK_DISTRIBUTED__COMM__TLS__CA_FILE": files["ca"],

@@ -20,10 +20,19 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
 )
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import cluster_paths
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.ports import span
-from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.spec import CUPY_CACHE, base, client_env, with_frames_gpu
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.spec import (
+    CUPY_CACHE,
+    base,
+    client_env,
+    dataframe_config,
+    with_frames_gpu,
+)
 
 # Where the working folder is inside the container (the host's folder: dask_notebook_dir).
 CONTAINER_DIR = "/home/dask/work"
+# Where the container reads the cluster's Dask configuration file (DASK_ROOT_CONFIG; the host's folder is
+# notebook.config_dir): the partitioning advice, whose workers count a retired or added host changes.
+CONFIG_CONTAINER_DIR = "/etc/dask-gpu"
 
 
 def enabled(settings: Mapping[str, Any]) -> bool:
@@ -59,14 +68,16 @@ def host(inp: HostInput) -> dict[str, Any]:
 
 def cluster(inp: ClusterInput) -> dict[str, Any]:
     settings = inp.settings
+    # The host's folder of JupyterLab's Dask configuration file (removed with its unit when it no longer runs here).
+    config_dir = f"{cluster_paths(settings)['config']}/notebook"
     if not enabled(settings):
-        return {"notebook": {"enabled": False}}
+        return {"notebook": {"enabled": False, "config_dir": config_dir}}
     where = notebook_host(settings, inp.groups)
     listen = str(settings.get("dask_notebook_listen_address") or "127.0.0.1")
     port = int(settings["dask_notebook_port"])
     return {"notebook": {"enabled": True, "host": where, "listen": listen, "port": port,
                          "url": f"http://{listen}:{port}/lab", "dir": folder(settings),
-                         "container_dir": CONTAINER_DIR}}
+                         "container_dir": CONTAINER_DIR, "config_dir": config_dir}}
 
 
 def token_unwritable(token: Path) -> str:
@@ -116,7 +127,10 @@ def notebook_spec(cluster: dict[str, Any], token: str, host: dict[str, Any] | No
     """JupyterLab on the notebook host (dask_cluster.notebook): the scheduler image (JupyterLab and the Dask
     extension are built into the cluster's images when the notebook is on), the host's TLS material and the
     scheduler's address, so `Client()` connects with no argument; the working folder mounted; the token from the
-    unit's env file (0600), never on the command line; a GPU when the images carry cuDF (frames_gpu)."""
+    unit's env file (0600), never on the command line; a GPU when the images carry cuDF (frames_gpu). The cluster's
+    partitioning advice comes from a Dask configuration file in a read-only folder (notebook_config, DASK_ROOT_CONFIG),
+    not the environment: a retired or added host changes its workers count, which each new kernel then reads, and
+    JupyterLab, with the kernels it runs, keeps running."""
     notebook = cluster["notebook"]
     spec = base(cluster, "notebook", f"JupyterLab for cluster {cluster['name']}",
                 cluster["images"]["scheduler"])
@@ -125,15 +139,21 @@ def notebook_spec(cluster: dict[str, Any], token: str, host: dict[str, Any] | No
                       f"--ServerApp.root_dir={notebook['container_dir']}",
                       # Clusters are often offline: no news feed, no update check (nothing fetched from outside).
                       "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-                env={**client_env(cluster), "DASK_SCHEDULER_ADDRESS": cluster["scheduler_address"],
-                     "JUPYTER_TOKEN": token, "CUPY_CACHE_DIR": CUPY_CACHE},
+                env={**client_env(cluster, advice=False), "DASK_SCHEDULER_ADDRESS": cluster["scheduler_address"],
+                     "DASK_ROOT_CONFIG": CONFIG_CONTAINER_DIR, "JUPYTER_TOKEN": token, "CUPY_CACHE_DIR": CUPY_CACHE},
                 ulimits={})
-    spec["volumes"] = spec["volumes"] + [f"{notebook['dir']}:{notebook['container_dir']}"]
+    spec["volumes"] = spec["volumes"] + [f"{notebook['dir']}:{notebook['container_dir']}",
+                                         f"{notebook['config_dir']}:{CONFIG_CONTAINER_DIR}:ro"]
     return with_frames_gpu(spec, cluster, host, settings)
+
+
+def notebook_config(cluster: dict[str, Any]) -> dict[str, Any]:
+    """The content of JupyterLab's Dask configuration file (dask-gpu.yaml in notebook.config_dir)."""
+    return dataframe_config(cluster)
 
 
 FEATURE = Feature(name="notebook", role="dask_notebook", units=(("notebook", "notebook"),),
                   containers=(("notebook", "notebook"),), host=host, cluster=cluster, checks=checks,
                   tag="notebook", switch="dask_notebook_enabled",
                   requirements="roles/dask_notebook/files/requirements.txt", image_needs=image_needs, teardown="units",
-                  filters=(("notebook_spec", notebook_spec),))
+                  filters=(("notebook_spec", notebook_spec), ("notebook_config", notebook_config)))
