@@ -82,6 +82,20 @@ def on_host(host: str, *argv: str, check: bool = True, timeout: float = 300) -> 
                           timeout=timeout)
 
 
+def in_a_new_process_of(host: str, container: str, code: str, timeout: float = 180) -> str:
+    """Run Python code in a new process as the container on the host starts one (a new kernel of JupyterLab, say):
+    a container of its image with its user, environment, mounts and network, read from docker inspect (docker exec
+    into the sandbox hosts' nested containers fails on setns). Its standard output."""
+    inspect = json.loads(on_host(host, "docker", "inspect", container).stdout)[0]
+    config = inspect["Config"]
+    argv = ["docker", "run", "--rm", "--network", inspect["HostConfig"]["NetworkMode"], "--user", config["User"]]
+    for item in config["Env"]:
+        argv += ["-e", item]
+    for mount in inspect["Mounts"]:
+        argv += ["-v", f"{mount['Source']}:{mount['Destination']}:{'rw' if mount['RW'] else 'ro'}"]
+    return on_host(host, *argv, config["Image"], "python", "-c", code, timeout=timeout).stdout
+
+
 def workers(client: Client) -> dict[str, dict[str, Any]]:
     """Registered workers by address, each with its name, threads and host."""
     return {addr: {"name": str(info.get("name")), "nthreads": info.get("nthreads"),

@@ -5,7 +5,6 @@ then, with the line gone, site.yml adds it back without restarting dask-w1's wor
 both (its kernels with it), and a new kernel takes the partitioning advice for the workers the cluster has then."""
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -23,19 +22,9 @@ NOTEBOOK = "dask-notebook"  # JupyterLab, on the scheduler host (the sandbox's i
 
 
 def notebook_advice_workers() -> int:
-    """The workers count a new Python process in JupyterLab's container takes from the cluster's advice: a process of
-    the container's image with the container's own configuration mount and DASK_ROOT_CONFIG (read from docker
-    inspect), as a new kernel starts (docker exec into the sandbox's nested containers fails on setns)."""
-    inspect = json.loads(live.on_host(live.SCHEDULER, "docker", "inspect", NOTEBOOK).stdout)[0]
-    env = dict(item.split("=", 1) for item in inspect["Config"]["Env"])
-    root = env["DASK_ROOT_CONFIG"]
-    mount = next(m for m in inspect["Mounts"] if m["Destination"] == root)
+    """The workers count a new kernel of JupyterLab takes from the cluster's partitioning advice."""
     code = "from dask_gpu_verify import partitions; print(partitions.advice().workers)"
-    config = inspect["Config"]
-    out = live.on_host(live.SCHEDULER, "docker", "run", "--rm", "--network", "none", "--user", config["User"],
-                       "-v", f"{mount['Source']}:{root}:ro", "-e", f"DASK_ROOT_CONFIG={root}", config["Image"],
-                       "python", "-c", code).stdout
-    return int(out.split()[-1])
+    return int(live.in_a_new_process_of(live.SCHEDULER, NOTEBOOK, code).split()[-1])
 
 
 def test_a_retired_host_hands_over_its_keys_leaves_and_comes_back(tmp_path: Path) -> None:

@@ -154,6 +154,10 @@ def base(cluster: dict[str, Any], component: str, description: str, image: str, 
             "network": "host", "user": f"{cluster['uid']}:{cluster['gid']}", "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"], "read_only": False, "tmpfs": [], "shm_size": "",
             "ulimits": {}, "volumes": volumes, "gpus": "", "gpu_request": "", "stop_timeout": 10,
+            # A renewed host certificate restarts the unit (a Dask server loads it at its start); False for a
+            # container whose own process holds no TLS connection and whose new processes read the renewed files
+            # from the TLS folder's mount (JupyterLab: its kernels).
+            "restart_on_certificate": True,
             "after": [], "wants": [], "wait_ports": [],
             "labels": {**cluster["labels"], COMPONENT_LABEL: component}}
 

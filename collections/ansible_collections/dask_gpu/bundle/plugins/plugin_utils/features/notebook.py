@@ -130,7 +130,8 @@ def notebook_spec(cluster: dict[str, Any], token: str, host: dict[str, Any] | No
     unit's env file (0600), never on the command line; a GPU when the images carry cuDF (frames_gpu). The cluster's
     partitioning advice comes from a Dask configuration file in a read-only folder (notebook_config, DASK_ROOT_CONFIG),
     not the environment: a retired or added host changes its workers count, which each new kernel then reads, and
-    JupyterLab, with the kernels it runs, keeps running."""
+    JupyterLab, with the kernels it runs, keeps running. A renewed certificate does not restart it either: JupyterLab
+    holds no TLS connection of its own, and its kernels read the TLS folder's files when they connect."""
     notebook = cluster["notebook"]
     spec = base(cluster, "notebook", f"JupyterLab for cluster {cluster['name']}",
                 cluster["images"]["scheduler"])
@@ -141,7 +142,7 @@ def notebook_spec(cluster: dict[str, Any], token: str, host: dict[str, Any] | No
                       "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
                 env={**client_env(cluster, advice=False), "DASK_SCHEDULER_ADDRESS": cluster["scheduler_address"],
                      "DASK_ROOT_CONFIG": CONFIG_CONTAINER_DIR, "JUPYTER_TOKEN": token, "CUPY_CACHE_DIR": CUPY_CACHE},
-                ulimits={})
+                ulimits={}, restart_on_certificate=False)
     spec["volumes"] = spec["volumes"] + [f"{notebook['dir']}:{notebook['container_dir']}",
                                          f"{notebook['config_dir']}:{CONFIG_CONTAINER_DIR}:ro"]
     return with_frames_gpu(spec, cluster, host, settings)
