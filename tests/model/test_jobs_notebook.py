@@ -95,6 +95,17 @@ def test_the_notebook_beyond_loopback_needs_its_acknowledgement_and_a_cluster_ho
     assert "dask_notebook_host=elsewhere is not a host of this cluster" in found[0]
 
 
+def test_a_notebook_folder_inside_the_bundles_configuration_folder_is_refused() -> None:
+    """JupyterLab's Dask file goes into <config dir>/notebook, and teardown removes the configuration folder."""
+    found = notebook.checks(check({"dask_notebook_enabled": True, "dask_notebook_dir": "/etc/dask/notebook"}))
+    assert "dask_notebook_dir=/etc/dask/notebook is inside the cluster's configuration folder /etc/dask" in found[0]
+    found = notebook.checks(check({"dask_notebook_enabled": True, "dask_cluster_name": "blue",
+                                   "dask_config_dir": "/srv/blue-conf", "dask_notebook_dir": "/srv/blue-conf"}))
+    assert "inside the cluster's configuration folder /srv/blue-conf" in found[0], found
+    assert notebook.checks(check({"dask_notebook_enabled": True, "dask_notebook_dir": "/srv/etc/dask"})) == []
+    assert notebook.checks(check({"dask_notebook_enabled": True, "dask_notebook_dir": "/etc/dask-notes"})) == []
+
+
 def test_a_token_file_the_controller_cannot_write_is_refused(tmp_path: Path) -> None:
     blocked = tmp_path / "file-not-folder"
     blocked.write_text("")

@@ -261,7 +261,7 @@ def test_jupyterlab_reads_the_partitioning_advice_from_a_file_not_its_environmen
     assert not [key for key in notebook["env"] if key.startswith("DASK_DASK_GPU__")], notebook["env"]
     assert notebook["env"]["DASK_ROOT_CONFIG"] == notebook_feature.CONFIG_CONTAINER_DIR
     assert f"/etc/dask/notebook:{notebook_feature.CONFIG_CONTAINER_DIR}:ro" in notebook["volumes"]
-    assert notebook_feature.notebook_config(cluster) == {
+    assert builder.dataframe_config(cluster) == {
         "dask-gpu": {"dataframe": {"partition-bytes": 2 ** 30, "partitions-per-worker": 2, "workers": 8}}}
     verify = builder.client_spec(cluster, GPU_HOST, SETTINGS, "verify", "v.json")
     assert verify["env"]["DASK_DASK_GPU__DATAFRAME__WORKERS"] == "8"

@@ -82,6 +82,14 @@ def on_host(host: str, *argv: str, check: bool = True, timeout: float = 300) -> 
                           timeout=timeout)
 
 
+NOTEBOOK = "dask-notebook"  # JupyterLab's container, on the scheduler host (the sandbox's inventory turns it on)
+
+
+def started_at(host: str, container: str) -> str:
+    """When a container on a sandbox host last started (docker inspect's State.StartedAt)."""
+    return on_host(host, "docker", "inspect", "-f", "{{.State.StartedAt}}", container).stdout.strip()
+
+
 def in_a_new_process_of(host: str, container: str, code: str, timeout: float = 180) -> str:
     """Run Python code in a new process as the container on the host starts one (a new kernel of JupyterLab, say):
     a container of its image with its user, environment, mounts and network, read from docker inspect (docker exec

@@ -16,12 +16,6 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-NOTEBOOK = "dask-notebook"  # JupyterLab, on the scheduler host (the sandbox's inventory turns it on)
-
-
-def notebook_start() -> str:
-    return live.on_host(live.SCHEDULER, "docker", "inspect", "-f", "{{.State.StartedAt}}", NOTEBOOK).stdout.strip()
-
 
 def serials(folder: Path) -> dict[str, int]:
     return {path.name: x509.load_pem_x509_certificate(path.read_bytes()).serial_number
@@ -53,7 +47,7 @@ def test_renewal_gives_new_serials_from_the_same_ca_and_the_cluster_keeps_workin
     for name in ("client.crt", "client.key"):
         (old_client / name).write_bytes((artifacts / "client" / name).read_bytes())
 
-    notebook_started = notebook_start()
+    notebook_started = live.started_at(live.SCHEDULER, live.NOTEBOOK)
     run = live.playbook("site.yml", "-e", "dask_tls_renew=true", timeout=1500)
     assert run.returncode == 0, run.stdout[-4000:]
     assert "WARNING: the scheduler of cluster" in run.stdout
@@ -69,11 +63,11 @@ def test_renewal_gives_new_serials_from_the_same_ca_and_the_cluster_keeps_workin
         client.wait_for_workers(len(live.WORKERS), timeout=120)
         assert client.submit(sum, [1, 2, 3], pure=False).result(timeout=60) == 6
     # JupyterLab kept running (its kernels with it); a new kernel connects with the renewed certificate.
-    assert notebook_start() == notebook_started, "the renewal restarted JupyterLab"
+    assert live.started_at(live.SCHEDULER, live.NOTEBOOK) == notebook_started, "the renewal restarted JupyterLab"
     kernel = ("import ssl; from distributed import Client\n"  # the image has no cryptography: CPython's decoder
               "print(int(ssl._ssl._test_decode_cert('/etc/dask/tls/host.crt')['serialNumber'], 16))\n"
               "with Client(timeout=60) as client: print(client.submit(sum, [1, 2, 3], pure=False).result(timeout=60))")
-    serial, answer = live.in_a_new_process_of(live.SCHEDULER, NOTEBOOK, kernel).split()[-2:]
+    serial, answer = live.in_a_new_process_of(live.SCHEDULER, live.NOTEBOOK, kernel).split()[-2:]
     assert (int(serial), answer) == (after[f"{live.SCHEDULER}.crt"], "6"), (serial, answer)
     refused = live.tls_exchange(expired_client(tmp_path, artifacts))
     assert refused != "answered" and "expired" in refused.lower(), refused

@@ -14,17 +14,10 @@ import yaml
 RETIRED, KEPT = "dask-w2", "dask-w1"
 
 
-def started_at(host: str, container: str = "dask-worker") -> str:
-    return live.on_host(host, "docker", "inspect", "-f", "{{.State.StartedAt}}", container).stdout.strip()
-
-
-NOTEBOOK = "dask-notebook"  # JupyterLab, on the scheduler host (the sandbox's inventory turns it on)
-
-
 def notebook_advice_workers() -> int:
     """The workers count a new kernel of JupyterLab takes from the cluster's partitioning advice."""
     code = "from dask_gpu_verify import partitions; print(partitions.advice().workers)"
-    return int(live.in_a_new_process_of(live.SCHEDULER, NOTEBOOK, code).split()[-1])
+    return int(live.in_a_new_process_of(live.SCHEDULER, live.NOTEBOOK, code).split()[-1])
 
 
 def test_a_retired_host_hands_over_its_keys_leaves_and_comes_back(tmp_path: Path) -> None:
@@ -35,8 +28,8 @@ def test_a_retired_host_hands_over_its_keys_leaves_and_comes_back(tmp_path: Path
 
     retire = tmp_path / "retire.yml"
     retire.write_text(yaml.safe_dump({"all": {"hosts": {RETIRED: {"dask_host_state": "retired"}}}}))
-    kept_started = started_at(KEPT)
-    notebook_started = started_at(live.SCHEDULER, NOTEBOOK)
+    kept_started = live.started_at(KEPT, "dask-worker")
+    notebook_started = live.started_at(live.SCHEDULER, live.NOTEBOOK)
     assert notebook_advice_workers() == len(live.WORKERS)
     with live.connect(timeout=60) as client:
         on_retired = [address for address, info in live.workers(client).items() if info["name"].startswith(RETIRED)]
@@ -63,9 +56,9 @@ def test_a_retired_host_hands_over_its_keys_leaves_and_comes_back(tmp_path: Path
     for host in (live.SCHEDULER, KEPT):
         table = live.on_host(host, "nft", "list", "set", "inet", "dask_firewall", "cluster").stdout
         assert gone not in table and live.address(KEPT) in table, (host, table)
-    assert started_at(KEPT) == kept_started
+    assert live.started_at(KEPT, "dask-worker") == kept_started
     # JupyterLab (and every kernel in it) kept running; a new kernel takes the advice for the workers left.
-    assert started_at(live.SCHEDULER, NOTEBOOK) == notebook_started, "retiring dask-w2 restarted JupyterLab"
+    assert live.started_at(live.SCHEDULER, live.NOTEBOOK) == notebook_started, "retiring dask-w2 restarted JupyterLab"
     assert notebook_advice_workers() == len(live.WORKERS) - 1
 
     started = time.monotonic()
@@ -75,8 +68,8 @@ def test_a_retired_host_hands_over_its_keys_leaves_and_comes_back(tmp_path: Path
     with live.connect(timeout=60) as client:
         client.wait_for_workers(len(live.WORKERS), timeout=120)
         assert sorted(info["name"].split("-")[1] for info in live.workers(client).values()) == ["w1", "w2"]
-    assert started_at(KEPT) == kept_started, "adding dask-w2 back restarted dask-w1's worker"
-    assert started_at(live.SCHEDULER, NOTEBOOK) == notebook_started, "adding dask-w2 back restarted JupyterLab"
+    assert live.started_at(KEPT, "dask-worker") == kept_started, "adding dask-w2 back restarted dask-w1's worker"
+    assert live.started_at(live.SCHEDULER, live.NOTEBOOK) == notebook_started, "dask-w2's return restarted JupyterLab"
     assert notebook_advice_workers() == len(live.WORKERS)
     live.record("retire", {"host": RETIRED, "keys moved": before, "site.yml to retire s": round(retire_seconds, 1),
                            "site.yml to add back s": round(back_seconds, 1), "dask-w1 restarted": "no",

@@ -12,4 +12,4 @@ class FilterModule:
         return {"scheduler_spec": spec.scheduler_spec, "worker_spec": spec.worker_spec,
                 "client_spec": spec.client_spec, "roll_spec": spec.roll_spec,
                 "docker_run_args": spec.docker_run_args, "container_args": spec.container_args,
-                "client_env": spec.client_env}
+                "client_env": spec.client_env, "dataframe_config": spec.dataframe_config}

@@ -123,9 +123,10 @@ def dataframe_env(cluster: dict[str, Any]) -> dict[str, str]:
 
 
 def dataframe_config(cluster: dict[str, Any]) -> dict[str, Any]:
-    """The same advice as a Dask configuration file's content, for a client that runs for days (JupyterLab): its
-    workers count follows the inventory, and a file read by each new Python process takes a new count without
-    restarting the container (an environment change would restart it, and every kernel in it with it)."""
+    """The same advice as a Dask configuration file's content: the client bundle's dask.yaml, and JupyterLab's file
+    (a client that runs for days: its workers count follows the inventory, and a file read by each new Python process
+    takes a new count without restarting the container, where an environment change would restart it and every
+    kernel in it)."""
     advice = cluster.get("dataframe") or {}
     return {"dask-gpu": {"dataframe": {key.replace("_", "-"): advice[key] for key in DATAFRAME_KEYS
                                        if key in advice}}}

@@ -24,7 +24,6 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.spec import (
     CUPY_CACHE,
     base,
     client_env,
-    dataframe_config,
     with_frames_gpu,
 )
 
@@ -108,6 +107,12 @@ def checks(inp: CheckInput) -> list[str]:
         problem = token_unwritable(Path(str(controller)) / "notebook" / "token")
         if problem:
             problems.append(f"dask_controller_dir={controller}: JupyterLab's token {problem}")
+    # The configuration folder is the bundle's: JupyterLab's Dask file goes into it, and teardown removes it whole.
+    config = cluster_paths({name: inp.get(name) for name in ("dask_cluster_name", "dask_config_dir")})["config"]
+    work = inp.get("dask_notebook_dir")
+    if inp.is_scheduler and work and Path(str(work)).resolve().is_relative_to(Path(config).resolve()):
+        problems.append(f"dask_notebook_dir={work} is inside the cluster's configuration folder {config}, which the "
+                        "bundle writes and its teardown removes; give your notebooks a folder of their own")
     where = inp.get("dask_notebook_host")
     if inp.is_scheduler and where and where not in cluster_hosts(inp.groups):
         problems.append(f"dask_notebook_host={where} is not a host of this cluster (the scheduler or a worker host)")
@@ -128,7 +133,7 @@ def notebook_spec(cluster: dict[str, Any], token: str, host: dict[str, Any] | No
     extension are built into the cluster's images when the notebook is on), the host's TLS material and the
     scheduler's address, so `Client()` connects with no argument; the working folder mounted; the token from the
     unit's env file (0600), never on the command line; a GPU when the images carry cuDF (frames_gpu). The cluster's
-    partitioning advice comes from a Dask configuration file in a read-only folder (notebook_config, DASK_ROOT_CONFIG),
+    partitioning advice comes from a Dask configuration file in a read-only folder (dataframe_config, DASK_ROOT_CONFIG),
     not the environment: a retired or added host changes its workers count, which each new kernel then reads, and
     JupyterLab, with the kernels it runs, keeps running. A renewed certificate does not restart it either: JupyterLab
     holds no TLS connection of its own, and its kernels read the TLS folder's files when they connect."""
@@ -148,13 +153,8 @@ def notebook_spec(cluster: dict[str, Any], token: str, host: dict[str, Any] | No
     return with_frames_gpu(spec, cluster, host, settings)
 
 
-def notebook_config(cluster: dict[str, Any]) -> dict[str, Any]:
-    """The content of JupyterLab's Dask configuration file (dask-gpu.yaml in notebook.config_dir)."""
-    return dataframe_config(cluster)
-
-
 FEATURE = Feature(name="notebook", role="dask_notebook", units=(("notebook", "notebook"),),
                   containers=(("notebook", "notebook"),), host=host, cluster=cluster, checks=checks,
                   tag="notebook", switch="dask_notebook_enabled",
                   requirements="roles/dask_notebook/files/requirements.txt", image_needs=image_needs, teardown="units",
-                  filters=(("notebook_spec", notebook_spec), ("notebook_config", notebook_config)))
+                  filters=(("notebook_spec", notebook_spec),))
