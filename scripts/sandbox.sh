@@ -18,10 +18,27 @@ host_image() {
     -f molecule/default/Dockerfile.host molecule/default >/dev/null
 }
 
+# The sandbox's SSH key: molecule.yml mounts its public half as root's authorized_keys on each host, and Ansible logs in
+# with it (as it does on servers). Made once per checkout, kept in .cache/ (not committed).
+ssh_key() {
+  local key=.cache/sandbox/ssh/id_ed25519
+  if [ ! -s "$key" ] || [ ! -s "$key.pub" ]; then
+    mkdir -p "$(dirname "$key")" && chmod 0700 "$(dirname "$key")"
+    rm -f "$key" "$key.pub"
+    ssh-keygen -q -t ed25519 -N '' -C dask-sandbox -f "$key"
+  fi
+}
+
 prepare() {
   bash scripts/setup-venv.sh
   bash scripts/setup-docker.sh
-  command -v rsync >/dev/null || { apt-get update -qq && apt-get install -y -qq rsync >/dev/null; }
+  local missing=()
+  command -v rsync >/dev/null || missing+=(rsync)
+  command -v ssh >/dev/null && command -v ssh-keygen >/dev/null || missing+=(openssh-client)
+  if [ "${#missing[@]}" -gt 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  ssh_key
   host_image
 }
 
@@ -37,10 +54,13 @@ case "$action" in
     bundle="$(ls -t "$HOME"/.ansible/tmp/molecule.*.default/artifacts/client/env.sh 2>/dev/null | head -1 || true)"
     # shellcheck disable=SC2012 # as above
     inventory="$(ls -td "$HOME"/.ansible/tmp/molecule.*.default 2>/dev/null | head -1 || true)/inventory"
+    address() { docker exec "$1" sh -c "ip -4 -o addr show eth0 | awk '{print \$4}' | cut -d/ -f1"; }
     cat <<MSG
 
 Sandbox cluster is up and verified: hosts dask-sched, dask-w1, dask-w2 (docker ps).
-  scheduler:  tls://$(docker exec dask-sched sh -c "ip -4 -o addr show eth0 | awk '{print \$4}' | cut -d/ -f1"):8786
+  ssh:        ssh -i .cache/sandbox/ssh/id_ed25519 -o StrictHostKeyChecking=no root@$(address dask-sched)  (as Ansible
+              reaches the hosts; the workers: $(address dask-w1), $(address dask-w2))
+  scheduler:  tls://$(address dask-sched):8786
   dashboard:  docker exec dask-sched python3 -c 'import urllib.request as u; print(u.urlopen("http://127.0.0.1:8787/json/counts.json").read())'
   client:     source ${bundle:-<molecule ephemeral dir>/artifacts/client/env.sh}  (TLS client bundle; from this machine
               the scheduler is reachable on the sandbox network)

@@ -3,10 +3,10 @@
     tests/fleet/fleet.py --hosts 3,10,20 [--steps check,converge,rerun,fastrerun,roll,verify,teardown]
                          [--out reports/fleet] [--connection ssh|docker]
 
-Each host is a systemd container from the sandbox's host image (molecule/default/Dockerfile.host; built by
-scripts/sandbox.sh) with its own Docker Engine, which site.yml installs as on a fresh server, reached over SSH
-(tests/fleet/Dockerfile.ssh-host adds sshd; a key made for the run) as servers are, or with docker exec (the
-sandbox's connection, whose docker CLI calls cost the controller more per task); one host is the scheduler, the
+Each host is a systemd container from the sandbox's host image (molecule/default/Dockerfile.host, with sshd; built
+by scripts/sandbox.sh) with its own Docker Engine, which site.yml installs as on a fresh server, reached over SSH
+(a key made for the run) as servers and the sandbox's hosts are, or with docker exec (whose docker CLI calls cost
+the controller more per task); one host is the scheduler, the
 others CPU workers. The images use the `cpu` profile (Dask without CUDA libraries, 338 MB) and
 reach the hosts through the cluster registry: the point is the orchestration, not the image. For each N the
 steps run in order, and each is timed three ways: wall seconds, the controller's CPU seconds (ansible-playbook and
@@ -34,7 +34,6 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 NETWORK, SUBNET, PREFIX = "dask-fleet", "10.232.0.0/16", "10.232"
 HOST_IMAGE = "dask-sandbox-host:bookworm"
-SSH_IMAGE = "dask-fleet-ssh-host:bookworm"
 STEPS = ("check", "converge", "rerun", "fastrerun", "roll", "verify", "teardown")
 PLAYBOOK = {"check": ["playbooks/check.yml"], "converge": ["site.yml"],
             # Every task of the rerun runs (the fast rerun is the default, and the step after this one).
@@ -63,22 +62,17 @@ def create(hosts: list[str], connection: str, key: Path) -> None:
     the run's public key."""
     if docker("network", "inspect", NETWORK, check=False).returncode != 0:
         docker("network", "create", "--subnet", SUBNET, NETWORK)
-    if docker("image", "inspect", HOST_IMAGE, check=False).returncode != 0:
-        subprocess.run(["bash", str(ROOT / "scripts" / "sandbox.sh"), "host-image"], check=True)
-    image = HOST_IMAGE
-    if connection == "ssh":
-        image = SSH_IMAGE
-        docker("build", "-q", "-t", SSH_IMAGE, "-f", str(ROOT / "tests" / "fleet" / "Dockerfile.ssh-host"),
-               str(ROOT / "tests" / "fleet"))
-        if not key.exists():
-            key.parent.mkdir(parents=True, exist_ok=True)
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    # Built each time (from Docker's cache when nothing changed): an image left by an older checkout may lack sshd.
+    subprocess.run(["bash", str(ROOT / "scripts" / "sandbox.sh"), "host-image"], check=True)
+    if connection == "ssh" and not key.exists():
+        key.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     for index, host in enumerate(hosts):
         docker("run", "-d", "--name", host, "--hostname", host, "--network", NETWORK, "--ip", address(index),
                "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN", "--security-opt", "seccomp=unconfined",
                "--security-opt", "apparmor=unconfined", "--cgroupns", "host", "--tmpfs", "/run",
                "--tmpfs", "/run/lock", "--tmpfs", "/tmp", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-               "-v", "/var/lib/docker", image, "/sbin/init")
+               "-v", "/var/lib/docker", HOST_IMAGE, "/sbin/init")
         if connection == "ssh":
             subprocess.run(["docker", "exec", "-i", host, "sh", "-c", "cat > /root/.ssh/authorized_keys && "
                             "chmod 0600 /root/.ssh/authorized_keys"], input=key.with_suffix(".pub").read_text(),

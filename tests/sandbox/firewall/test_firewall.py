@@ -58,3 +58,10 @@ def test_the_refusals_were_the_firewall_s(dask_ports: list[tuple[str, int]]) -> 
         table = live.on_host(host, "nft", "list", "table", "inet", "dask_firewall").stdout
         packets = [int(line.split("packets ")[1].split()[0]) for line in table.splitlines() if "reject" in line]
         assert packets and packets[0] > 0, (host, table)
+
+
+def test_ssh_stays_open_to_everyone() -> None:
+    """dask_firewall_open_ports (22 by default) stays open to an outsider too: Ansible reaches the sandbox's hosts over
+    SSH, as it reaches servers, and the table must never cut that way in."""
+    results = live.probe_from_container([(live.address(host), 22) for host in HOSTS], "--ip", live.OUTSIDER_IP)
+    assert set(results.values()) == {"open"}, results
