@@ -41,6 +41,14 @@ def address(host: str) -> str:
     return str(json.loads(out)[NETWORK]["IPAddress"])
 
 
+def controller_address(host: str) -> str:
+    """This machine's address as a sandbox host sees it (the source of its connections there, SSH's included): what
+    the firewall lets in as the controller."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((address(host), 9))  # UDP: no packet is sent, the kernel only picks the route and source
+        return str(probe.getsockname()[0])
+
+
 def ephemeral_dir() -> Path:
     """Molecule's folder for this scenario (inventory, artifacts), from its environment or the newest one."""
     if os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY"):
