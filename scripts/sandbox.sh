@@ -3,7 +3,8 @@
 #   scripts/sandbox.sh up      create the hosts, converge with site.yml, run playbooks/verify.yml, show how to connect
 #   scripts/sandbox.sh test    the full molecule sequence: create, converge, idempotence, verify, destroy
 #   scripts/sandbox.sh down    remove the hosts and their network
-#   scripts/sandbox.sh host-image  build only the hosts' image, dask-sandbox-host:bookworm (tests/fleet/fleet.py uses it)
+#   scripts/sandbox.sh host-image  build only the hosts' images, dask-sandbox-host:bookworm (bare: tests/fleet/fleet.py
+#                  uses it) and dask-sandbox-host:bookworm-packages
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -14,7 +15,10 @@ export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_COLOR=1
 host_image() {
   . scripts/dotenv.sh
   bash scripts/base-images.sh
-  docker build -q -t "dask-sandbox-host:bookworm" --build-arg "BASE_IMAGE=$BASE_IMAGE" \
+  # bare (dask-w2, the fleet's hosts) and packages (dask-sched, dask-w1: Docker Engine and monitoring preinstalled)
+  docker build -q -t dask-sandbox-host:bookworm --target bare --build-arg "BASE_IMAGE=$BASE_IMAGE" \
+    -f molecule/default/Dockerfile.host molecule/default >/dev/null
+  docker build -q -t dask-sandbox-host:bookworm-packages --target packages --build-arg "BASE_IMAGE=$BASE_IMAGE" \
     -f molecule/default/Dockerfile.host molecule/default >/dev/null
 }
 
@@ -80,10 +84,16 @@ MSG
     # From a clean slate: an earlier sandbox (`make up`) is removed with its controller artifacts (CA, reports,
     # markers), which molecule's own destroy keeps in its ephemeral folder and a later run would read.
     # Only this sandbox's folders (their inventory names its hosts): another project's molecule scenario is left alone.
+    # The image archives stay (artifacts/images/dask-gpu-TAG.tar and its marker, which names the images and their IDs):
+    # a converge that wants the same images does not export them again (docs/ci-time.md); the retention of site.yml
+    # removes archives of builds no host keeps.
     molecule destroy
     for dir in "$HOME"/.ansible/tmp/molecule.*.default; do
       if grep -qs 'dask-sched:' "$dir/inventory/ansible_inventory.yml"; then
-        rm -rf "$dir/artifacts" "$dir/archive-redeployed"
+        rm -rf "$dir/archive-redeployed"
+        find "$dir/artifacts" -mindepth 1 -maxdepth 1 ! -name images -exec rm -rf {} + 2>/dev/null || true
+        find "$dir/artifacts/images" -mindepth 1 -maxdepth 1 ! -name 'dask-gpu-*.tar' ! -name 'dask-gpu-*.tar.done' \
+          -exec rm -rf {} + 2>/dev/null || true
       fi
     done
     molecule test
