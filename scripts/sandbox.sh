@@ -84,16 +84,20 @@ MSG
     # From a clean slate: an earlier sandbox (`make up`) is removed with its controller artifacts (CA, reports,
     # markers), which molecule's own destroy keeps in its ephemeral folder and a later run would read.
     # Only this sandbox's folders (their inventory names its hosts): another project's molecule scenario is left alone.
-    # The image archives stay (artifacts/images/dask-gpu-TAG.tar and its marker, which names the images and their IDs):
-    # a converge that wants the same images does not export them again (docs/ci-time.md); the retention of site.yml
-    # removes archives of builds no host keeps.
+    # The images' archives stay (molecule.yml's safe_files: molecule's destroy keeps them; their markers name the images
+    # and their IDs), the two newest (the lean and the CPU profile's): a converge that wants the same images copies the
+    # archive without exporting it again (docs/ci-time.md).
     molecule destroy
     for dir in "$HOME"/.ansible/tmp/molecule.*.default; do
       if grep -qs 'dask-sched:' "$dir/inventory/ansible_inventory.yml"; then
-        rm -rf "$dir/archive-redeployed"
-        find "$dir/artifacts" -mindepth 1 -maxdepth 1 ! -name images -exec rm -rf {} + 2>/dev/null || true
-        find "$dir/artifacts/images" -mindepth 1 -maxdepth 1 ! -name 'dask-gpu-*.tar' ! -name 'dask-gpu-*.tar.done' \
-          -exec rm -rf {} + 2>/dev/null || true
+        kept="$(mktemp -d "$dir/kept.XXXX")"
+        # shellcheck disable=SC2012 # the newest first; the archives are named dask-gpu-TAG.tar
+        ls -t "$dir"/artifacts/images/dask-gpu-*.tar 2>/dev/null | head -2 | while read -r archive; do
+          mv "$archive" "$archive.done" "$kept/" 2>/dev/null || true
+        done
+        rm -rf "$dir/artifacts" "$dir/archive-redeployed"
+        mkdir -p "$dir/artifacts/images" && mv "$kept"/* "$dir/artifacts/images/" 2>/dev/null || true
+        rm -rf "$kept"
       fi
     done
     molecule test
