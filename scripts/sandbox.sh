@@ -92,7 +92,7 @@ MSG
       if grep -qs 'dask-sched:' "$dir/inventory/ansible_inventory.yml"; then
         kept="$(mktemp -d "$dir/kept.XXXX")"
         # shellcheck disable=SC2012 # the newest first; the archives are named dask-gpu-TAG.tar
-        ls -t "$dir"/artifacts/images/dask-gpu-*.tar 2>/dev/null | head -2 | while read -r archive; do
+        { ls -t "$dir"/artifacts/images/dask-gpu-*.tar 2>/dev/null || true; } | head -2 | while read -r archive; do
           mv "$archive" "$archive.done" "$kept/" 2>/dev/null || true
         done
         rm -rf "$dir/artifacts" "$dir/archive-redeployed"
