@@ -82,7 +82,7 @@ MSG
   test)
     prepare
     # From a clean slate: an earlier sandbox (`make up`) is removed with its controller artifacts (CA, reports,
-    # markers), which molecule's own destroy keeps in its ephemeral folder and a later run would read.
+    # markers), which a later run would read (molecule's destroy prunes its folder too, but for molecule.yml's safe_files).
     # Only this sandbox's folders (their inventory names its hosts): another project's molecule scenario is left alone.
     # The images' archives stay (molecule.yml's safe_files: molecule's destroy keeps them; their markers name the images
     # and their IDs), the two newest (the lean and the CPU profile's): a converge that wants the same images copies the
