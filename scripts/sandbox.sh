@@ -82,22 +82,27 @@ MSG
   test)
     prepare
     # From a clean slate: an earlier sandbox (`make up`) is removed with its controller artifacts (CA, reports,
-    # markers), which a later run would read (molecule's destroy prunes its folder too, but for molecule.yml's safe_files).
-    # Only this sandbox's folders (their inventory names its hosts): another project's molecule scenario is left alone.
-    # The images' archives stay (molecule.yml's safe_files: molecule's destroy keeps them; their markers name the images
-    # and their IDs), the two newest (the lean and the CPU profile's): a converge that wants the same images copies the
-    # archive without exporting it again (docs/ci-time.md).
+    # markers), which a later run would read (molecule's destroy prunes its folder too, but for molecule.yml's
+    # safe_files). Only this sandbox's folders (their inventory names its hosts): another project's scenario is left.
+    # The images' archives with their markers (which name the images and their IDs) stay, the two newest (the lean and
+    # the CPU profile's): a converge that wants the same images copies the archive without exporting it again
+    # (docs/ci-time.md). An archive without its marker would be exported again anyway: it goes.
     molecule destroy
     for dir in "$HOME"/.ansible/tmp/molecule.*.default; do
       if grep -qs 'dask-sched:' "$dir/inventory/ansible_inventory.yml"; then
-        kept="$(mktemp -d "$dir/kept.XXXX")"
-        # shellcheck disable=SC2012 # the newest first; the archives are named dask-gpu-TAG.tar
-        { ls -t "$dir"/artifacts/images/dask-gpu-*.tar 2>/dev/null || true; } | head -2 | while read -r archive; do
-          mv "$archive" "$archive.done" "$kept/" 2>/dev/null || true
+        kept=()
+        for archive in "$dir"/artifacts/images/dask-gpu-*.tar; do
+          if [ -f "$archive" ] && [ -f "$archive.done" ]; then kept+=("$archive"); fi
         done
+        keep="$(mktemp -d "$dir/kept.XXXX")"
+        if [ "${#kept[@]}" -gt 0 ]; then
+          # shellcheck disable=SC2012 # the newest first; the names are dask-gpu-TAG.tar, no newline in them
+          ls -t -- "${kept[@]}" | head -2 | while read -r archive; do mv "$archive" "$archive.done" "$keep/"; done
+        fi
         rm -rf "$dir/artifacts" "$dir/archive-redeployed"
-        mkdir -p "$dir/artifacts/images" && mv "$kept"/* "$dir/artifacts/images/" 2>/dev/null || true
-        rm -rf "$kept"
+        mkdir -p "$dir/artifacts/images"
+        find "$keep" -mindepth 1 -maxdepth 1 -exec mv -t "$dir/artifacts/images/" {} +
+        rmdir "$keep"
       fi
     done
     molecule test
