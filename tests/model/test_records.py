@@ -85,6 +85,25 @@ def test_a_second_cluster_that_claims_a_held_gpu_or_port_is_refused_naming_both(
         "of cluster dask" in found[0], found
 
 
+def test_two_clusters_that_both_share_their_gpus_may_claim_the_same_ones_and_take_turns() -> None:
+    """dask_autoscale_share_gpus on both clusters lets the second claim the GPUs the first holds; on one only, it is
+    refused as before. The host's worker unit takes its turn on each of its GPUs (gpu_turns.py's keys)."""
+    share = {"dask_autoscale_enabled": True, "dask_autoscale_share_gpus": True}
+    first = claims_of("g1", FACTS, **share)
+    assert first["share_gpus"] is True
+    facts = with_record(first)
+    ports = {"dask_scheduler_port": 9786, "dask_dashboard_port": 9787, "dask_worker_http_port": 8890,
+             "dask_autoscale_port": 9785, "dask_autoscale_metrics_port": 9784, "dask_notebook_port": 9888,
+             "dask_monitoring_enabled": False}
+    assert problems("g1", facts, dask_cluster_name="blue", **ports, **share) == []
+    refused = problems("g1", facts, dask_cluster_name="blue", **ports, dask_autoscale_enabled=True)
+    assert len(refused) == 2 and all("(dask_autoscale_share_gpus on both)" in line for line in refused), refused
+    settings = typing.typed(raw(**share), specs(), GROUPS["all"]).settings
+    host = model.host_model("g1", settings, FACTS, H200, GROUPS)
+    assert host["turns"] == [gpu["uuid"] for gpu in H200["gpus"]]
+    assert "turns" not in model.host_model("s1", settings, FACTS, {}, GROUPS)
+
+
 def test_a_mig_instance_collides_with_its_whole_gpu() -> None:
     whole = [{"uuid": "GPU-a", "mig": None}]
     mig = {"name": "blue", "gpus": [{"uuid": "GPU-a", "mig": "MIG-1"}]}

@@ -333,6 +333,16 @@ def host_workers_gone_released_quiet(c: Ctx) -> Scenario:
     return Scenario(up, [(c.fires_at - c.step, []), (c.fires_at, []), (c.late, [])])
 
 
+def host_workers_gone_waiting_quiet(c: Ctx) -> Scenario:
+    """gpu01's two workers stop and stay stopped while another cluster's workers hold its GPUs (clusters taking turns,
+    dask_autoscale_share_gpus): its agent waits, and the autoscaler says so."""
+    gone = [worker("gpu01", 0), worker("gpu01", 1)]
+    up = {series("up", labels): c.values(flat(1, c.onset), flat(0)) for labels in gone}
+    up[series("up", worker("gpu03", 0))] = c.values(flat(1))
+    up[series("dask_autoscale_host_waiting", {**AUTOSCALE, "host": "gpu01"})] = c.values(flat(0, c.onset), flat(1))
+    return Scenario(up, [(c.fires_at - c.step, []), (c.fires_at, []), (c.late, [])])
+
+
 # DaskAutoscaleBehind and DaskAutoscaleHeld: the autoscaler's own series (on the scheduler host, sched01)
 
 AUTOSCALER: Labels = {**AUTOSCALE, "host": "sched01"}
@@ -566,6 +576,7 @@ CASES = [
     Case("DaskHostWorkersGone", True, host_workers_gone_fires),
     Case("DaskHostWorkersGone", False, host_workers_gone_quiet),
     Case("DaskHostWorkersGone", False, host_workers_gone_released_quiet),
+    Case("DaskHostWorkersGone", False, host_workers_gone_waiting_quiet),
     Case("DaskAutoscaleBehind", True, autoscale_behind_fires),
     Case("DaskAutoscaleBehind", False, autoscale_behind_quiet),
     Case("DaskAutoscaleHeld", True, autoscale_held_fires),

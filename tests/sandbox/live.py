@@ -66,8 +66,8 @@ def bundle(artifacts: str = "artifacts") -> dict[str, str]:
     return dict(pairs)
 
 
-def security(**override: Any) -> Security:
-    env = bundle()
+def security(artifacts: str = "artifacts", **override: Any) -> Security:
+    env = bundle(artifacts)
     args: dict[str, Any] = {"tls_ca_file": env["DASK_DISTRIBUTED__COMM__TLS__CA_FILE"],
                             "tls_client_cert": env["DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT"],
                             "tls_client_key": env["DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY"],
@@ -76,12 +76,13 @@ def security(**override: Any) -> Security:
     return Security(**args)
 
 
-def scheduler_address() -> str:
-    return bundle()["DASK_SCHEDULER_ADDRESS"]
+def scheduler_address(artifacts: str = "artifacts") -> str:
+    return bundle(artifacts)["DASK_SCHEDULER_ADDRESS"]
 
 
-def connect(timeout: float = 30) -> Client:
-    return Client(scheduler_address(), security=security(), timeout=timeout)
+def connect(timeout: float = 30, artifacts: str = "artifacts") -> Client:
+    """A client of dask (or of the cluster whose controller folder is molecule's `artifacts` folder)."""
+    return Client(scheduler_address(artifacts), security=security(artifacts), timeout=timeout)
 
 
 def on_host(host: str, *argv: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:

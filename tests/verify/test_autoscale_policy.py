@@ -82,3 +82,20 @@ def test_state_survives_a_restart_and_follows_the_inventory() -> None:
     assert again.desired == {"w1": UP, "w2": UP, "w3": UP} and again.last_change == 5.0
     again.ensure(HOSTS)
     assert again.desired["w4"] == UP
+
+
+def test_a_host_whose_gpus_another_cluster_holds_is_given_up_at_once_only_when_the_others_hold_the_target() -> None:
+    """Clusters taking turns (dask_autoscale_share_gpus): a host wanted up whose agent waits for another cluster to
+    release its GPUs goes without the idle time or the cooldown where the other hosts hold the target, and stays
+    wanted while the target needs it."""
+    cfg, state = config(minimum=0), State()
+    seen = all_up(state, cfg)
+    seen["w4"] = Seen(0, False, waiting=True)
+    state.last_change = 1000.0
+    observe(state, cfg, seen, now=1001.0)
+    decision = decide(state, cfg, seen, adaptive=8, now=1001.0)  # within the cooldown, idle for no time at all
+    assert (decision.kind, decision.hosts) == (DOWN, ("w4",)), decision.line
+    assert "give up w4 (another cluster's workers hold its GPUs) -> 12" in decision.line
+    assert decide(state, cfg, seen, adaptive=16, now=1001.0).kind == "hold"  # the target needs it: it waits
+    seen["w4"] = Seen(4, False, waiting=True)  # its workers came after all: an ordinary host again
+    assert decide(state, cfg, seen, adaptive=8, now=1001.0).kind == "hold"

@@ -7,7 +7,10 @@ or stops the host's worker unit. Python's standard library only (it runs on the 
 
 It acts once per generation the autoscaler gives the host (the autoscaler retired the host's workers, their data
 moved, before it says down), so a unit stopped or started by hand or by site.yml is left as it is until the next
-decision. While the autoscaler cannot be reached, or is paused, nothing changes. Each action is one journal line.
+decision. Where the cluster shares the host's GPUs with other clusters (--turns, --turn; dask_autoscale_share_gpus),
+a start waits while another cluster's workers run on them (the agent says so to the autoscaler, which may give the
+host up) and comes once that cluster has released them. While the autoscaler cannot be reached, or is paused,
+nothing changes. Each action is one journal line.
 Certificates renewed in place (site.yml -e dask_tls_renew=true) are taken at the next question, without a restart.
 """
 from __future__ import annotations
@@ -65,6 +68,25 @@ def systemctl(action: str, unit: str) -> int:
     return subprocess.run(["systemctl", action, f"{unit}.service"], check=False).returncode
 
 
+def running(unit: str) -> bool:
+    """Whether the unit runs (a start skipped by its turn check leaves it inactive, and systemctl says 0)."""
+    out = subprocess.run(["systemctl", "show", "--property=ActiveState", "--value", f"{unit}.service"],
+                         capture_output=True, text=True, check=False)
+    return out.stdout.strip() in ("active", "activating")
+
+
+def held_by(script: str, unit: str, keys: list[str]) -> str:
+    """What holds the host's GPUs that the cluster shares with others ("" when they are free for this unit)."""
+    if not keys:
+        return ""
+    out = subprocess.run([sys.executable, script, "held", "--unit", unit, *keys], capture_output=True, text=True,
+                         check=False)
+    try:
+        return str(json.loads(out.stdout)["by"]) if out.returncode in (0, 1) else f"turn check failed: {out.stderr}"
+    except (ValueError, KeyError):
+        return f"turn check failed: {out.stdout} {out.stderr}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parse = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parse.add_argument("--url", required=True)
@@ -73,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     parse.add_argument("--cert", required=True)
     parse.add_argument("--key", required=True)
     parse.add_argument("--interval", type=float, default=2.0)
+    parse.add_argument("--turns", default="", help="gpu_turns.py, where the cluster shares its GPUs with others")
+    parse.add_argument("--turn", action="append", default=[], help="a key the worker unit takes its turn on")
     args = parse.parse_args(argv)
     if not args.url.startswith("https://"):
         parse.error("--url must be https://")
@@ -80,9 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     tls.context()  # files that cannot be read stop the agent at its start, as systemd then shows
     applied: object = None
     reachable = True
+    waiting = ""
     while True:
         try:
-            answer = ask(args.url, tls.context())
+            # ?waiting=1: this host's GPUs are another cluster's now; its autoscaler may give the host up.
+            answer = ask(args.url + ("?waiting=1" if waiting else ""), tls.context())
         except (OSError, ValueError, urllib.error.URLError) as error:
             if reachable:
                 print(f"autoscaler unreachable ({error}); {args.unit} stays as it is", flush=True)
@@ -96,10 +122,20 @@ def main(argv: list[str] | None = None) -> int:
         if generation != applied and not answer.get("paused"):
             desired = answer.get("desired")
             action = "start" if desired == "up" else "stop"
+            # GPUs shared with other clusters: this host's workers start once no other cluster's run on them.
+            holder = held_by(args.turns, args.unit, args.turn) if action == "start" else ""
+            if holder:
+                if holder != waiting:
+                    print(f"start {args.unit}: desired up (generation {generation}), waiting: {holder}", flush=True)
+                waiting = holder
+                time.sleep(args.interval)
+                continue
+            waiting = ""
             code = systemctl(action, args.unit)
-            print(f"{action} {args.unit}: desired {desired} (generation {generation}), systemctl exit {code}",
-                  flush=True)
-            if code == 0:
+            started = action == "stop" or not args.turn or running(args.unit)
+            print(f"{action} {args.unit}: desired {desired} (generation {generation}), systemctl exit {code}"
+                  + ("" if started else ", skipped: another cluster took its GPUs first"), flush=True)
+            if code == 0 and started:
                 applied = generation
         time.sleep(args.interval)
 

@@ -10,6 +10,7 @@ turns the autoscaler off (live.NEXT_TAKES_OVER); run alone, this suite converges
 DASK_SANDBOX_AUTOSCALE_CYCLES sets the cycles (CI: 1, and verify.yml's; by hand: 10)."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -21,8 +22,9 @@ import live
 import pytest
 
 IDLE, COOLDOWN = 6, 12
+# Sharing its hosts' GPUs (here: the CPU worker hosts, one turn each) with cluster green, which takes turns with it.
 SETTINGS = ("-e", "dask_autoscale_enabled=true", "-e", f"dask_autoscale_idle={IDLE}",
-            "-e", f"dask_autoscale_cooldown={COOLDOWN}")
+            "-e", f"dask_autoscale_cooldown={COOLDOWN}", "-e", "dask_autoscale_share_gpus=true")
 CYCLES = int(os.environ.get("DASK_SANDBOX_AUTOSCALE_CYCLES", "1"))
 # The minimum is one host: one of the two goes. Which one is the autoscaler's choice (the last in inventory order
 # among the hosts idle long enough; after a burst the first may be idle sooner), so each test reads it.
@@ -223,6 +225,102 @@ def test_no_release_comes_within_the_cooldown_of_the_change_before_it(scaled: fl
     assert gaps and min(gaps) >= COOLDOWN, gaps
     live.record("autoscale", {"step": "cooldown", "cooldown_s": COOLDOWN, "shortest_gap_before_a_release_s": min(gaps),
                               "decisions": len(made)})
+
+
+GREEN_WORKER = "dask-green-worker"
+# Green's cooldown: long enough after its first change (giving up the host dask holds, at once) for dask's waiting
+# work to ask for the host green computes on before green releases it.
+GREEN_COOLDOWN = 30
+TURNS = "/run/dask-gpu-turns"
+
+
+def green(*args: str, timeout: float = 1500) -> Any:
+    """A playbook run for cluster green: a second autoscaled cluster on the same hosts that shares their GPUs (their
+    turns) with dask, on its own ports and controller folder, running dask's images from dask's cluster registry,
+    without monitoring or JupyterLab (one Prometheus per host; nothing here needs them)."""
+    values = live.ephemeral_dir() / "green-vars.json"
+    values.write_text(json.dumps({
+        "dask_cluster_name": "green", "dask_scheduler_port": 6786, "dask_dashboard_port": 6787,
+        "dask_worker_http_port": 6790, "dask_autoscale_port": 6785, "dask_autoscale_metrics_port": 6784,
+        "dask_controller_dir": str(live.ephemeral_dir() / "artifacts-green"), "dask_monitoring_enabled": False,
+        "dask_notebook_enabled": False, "dask_images_distribution": "registry",
+        "dask_images_registry": f"{live.address(live.SCHEDULER)}:5000", "dask_autoscale_enabled": True,
+        "dask_autoscale_share_gpus": True, "dask_autoscale_minimum": 0, "dask_autoscale_idle": IDLE,
+        "dask_autoscale_cooldown": GREEN_COOLDOWN}))
+    return live.playbook(*args, "-e", f"@{values}", timeout=timeout)
+
+
+def turn(host: str) -> dict[str, str]:
+    """Which unit took the host's turn last (gpu_turns.py's file for a CPU worker host)."""
+    out = live.on_host(host, "cat", f"{TURNS}/cpu", check=False).stdout
+    return dict(json.loads(out)) if out.strip() else {}
+
+
+def test_two_clusters_take_turns_one_idles_down_the_other_scales_up_onto_its_host(scaled: float) -> None:
+    """Cluster green shares the worker hosts with dask (dask_autoscale_share_gpus on both): deployed while dask holds
+    one host and has released the other, green starts only on the released one (site.yml says which cluster holds
+    the other) and computes there; dask's waiting work then wants that host back: dask's agent waits while green's
+    workers run there, green idles down, and dask's workers start on the host and compute, exact answers. Then
+    teardown.yml takes green away and gives up its turns; dask keeps its own."""
+    released, _ = wait_released()
+    kept = next(host for host in live.WORKERS if host != released)
+    started = time.time()
+    run = green("site.yml")
+    try:
+        assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+        text = " ".join(run.stdout.split())
+        assert f"{kept}: cpu is in use by cluster dask (unit {WORKER}, active)" in text, run.stdout[-3000:]
+        assert live.unit_property(released, GREEN_WORKER, "ActiveState") == "active"
+        assert live.unit_property(kept, GREEN_WORKER, "ActiveState") == "inactive"
+        assert turn(released) == {"unit": GREEN_WORKER, "cluster": "green"}, turn(released)
+        deployed_s = time.time() - started
+        with live.connect(timeout=60, artifacts="artifacts-green") as client:
+            names = {info["name"] for info in live.workers(client).values()}
+            assert names and all(name.startswith(released) for name in names), names
+            assert client.submit(sum, [1, 2, 3], pure=False).result() == 6
+        seconds = TASK_SECONDS
+
+        def task(value: int) -> tuple[int, str]:  # local: pickled by value (the workers cannot import this module)
+            from distributed import get_worker
+
+            time.sleep(seconds)
+            return value * value, str(get_worker().name)
+
+        with live.connect(timeout=60) as client:
+            asked = time.time()
+            futures = client.map(task, range(3 * BURST), pure=False)
+            waited = live.wait_until(lambda: any(
+                "waiting: cpu is in use by cluster green" in line for _, line in journal(released, AGENT, asked)),
+                60, f"dask's agent on {released} waiting for green's workers") + asked
+            assert not live.by_host(client)[released], "dask's worker started while green's ran there"
+            live.wait_until(lambda: live.unit_property(released, GREEN_WORKER, "ActiveState") == "inactive",
+                            IDLE + GREEN_COOLDOWN + 60, f"green's idle worker on {released} released")
+            green_down = time.time()
+            live.wait_until(lambda: live.by_host(client)[released], 60,
+                            f"dask's worker on {released}, the host green released")
+            dask_up = time.time()
+            results = client.gather(futures)
+        assert sorted(value for value, _ in results) == [n * n for n in range(3 * BURST)]
+        ran_there = sum(1 for _, name in results if name.startswith(released))
+        assert ran_there > 0, f"no task of dask's ran on {released} after green released it"
+        assert turn(released) == {"unit": WORKER, "cluster": "dask"}, turn(released)
+        gave_up = [line for _, line in journal(live.SCHEDULER, "dask-green-autoscaler", started)
+                   if line.startswith("scale down:") and f"give up {kept}" in line]
+        assert gave_up, "green's autoscaler did not give up the host dask holds"
+    finally:
+        down = green("playbooks/teardown.yml")
+    assert down.returncode == 0, (down.stdout + down.stderr)[-4000:]
+    assert turn(released) == {"unit": WORKER, "cluster": "dask"}, turn(released)
+    for host in live.WORKERS:
+        assert live.unit_property(host, GREEN_WORKER, "LoadState") == "not-found"
+        assert live.on_host(host, "test", "-e", "/etc/dask-green", check=False).returncode == 1
+    live.record("autoscale", {"step": "two clusters take turns on a host", "host": released,
+                              "green_deployed_s": round(deployed_s, 1),
+                              "dask_agent_waiting_after_s": round(waited - asked, 1),
+                              "green_released_after_s": round(green_down - asked, 1),
+                              "dask_registered_after_green_released_s": round(dask_up - green_down, 1),
+                              "dask_tasks_on_that_host": ran_there, "answers_exact": True})
+    assert dask_up - green_down <= 30, "dask's worker took more than 30 s to compute on the host green released"
 
 
 def test_prometheus_scrapes_the_autoscaler_and_its_counts(scaled: float) -> None:

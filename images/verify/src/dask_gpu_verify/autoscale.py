@@ -55,6 +55,7 @@ class Service:
         self.registered = 0
         self.target = config.minimum
         self.paused = False
+        self.waiting: dict[str, bool] = {}  # hosts whose agent waits for another cluster to release their GPUs
 
     def _load(self) -> State:
         path = self.folder / "state.json"
@@ -69,10 +70,11 @@ class Service:
         temporary.write_text(json.dumps(self.state.to_json(), sort_keys=True) + "\n")
         os.replace(temporary, path)
 
-    def host(self, name: str) -> dict[str, Any] | None:
+    def host(self, name: str, waiting: bool = False) -> dict[str, Any] | None:
         with self.lock:
             if name not in self.state.desired:
                 return None
+            self.waiting[name] = waiting
             return {"host": name, "desired": self.state.desired[name], "generation": self.state.generation[name],
                     "paused": self.paused}
 
@@ -92,6 +94,10 @@ class Service:
                      "# TYPE dask_autoscale_host_released gauge"]
             lines += [f'dask_autoscale_host_released{{host="{host.name}",workers="{host.workers}"}} '
                       f"{int(self.state.desired.get(host.name) == DOWN)}" for host in self.config.hosts]
+            lines += ["# HELP dask_autoscale_host_waiting 1 for a worker host whose GPUs another cluster's workers "
+                      "hold (its agent waits for them).", "# TYPE dask_autoscale_host_waiting gauge"]
+            lines += [f'dask_autoscale_host_waiting{{host="{host.name}"}} {int(self.waiting.get(host.name, False))}'
+                      for host in self.config.hosts]
         return "\n".join(lines) + "\n"
 
 
@@ -101,8 +107,9 @@ def handler(service: Service, metrics_only: bool = False) -> type[BaseHTTPReques
             if self.path == "/metrics":
                 self._send(200, service.metrics(), "text/plain; version=0.0.4")
                 return
-            if self.path.startswith("/v1/hosts/") and not metrics_only:
-                answer = service.host(self.path.removeprefix("/v1/hosts/"))
+            path, _, query = self.path.partition("?")
+            if path.startswith("/v1/hosts/") and not metrics_only:
+                answer = service.host(path.removeprefix("/v1/hosts/"), "waiting=1" in query.split("&"))
                 if answer is not None:
                     self._send(200, json.dumps(answer), "application/json")
                     return
@@ -155,15 +162,17 @@ def workers_of(workers: dict[str, Any], host: Host, running: bool = True) -> lis
             and (not running or str(info.get("status", "running")) == "running")]
 
 
-def look(client: Any, config: Config) -> tuple[dict[str, Seen], int]:
-    """Each host's running workers and whether one has a task; the scheduler's adaptive target."""
+def look(client: Any, config: Config, waiting: dict[str, bool]) -> tuple[dict[str, Seen], int]:
+    """Each host's running workers and whether one has a task (and whether its agent waits for its GPUs); the
+    scheduler's adaptive target."""
     workers = client.scheduler_info(n_workers=-1)["workers"]
     processing = client.processing()
     adaptive = int(client.sync(client.scheduler.adaptive_target))
     seen: dict[str, Seen] = {}
     for host in config.hosts:
         mine = workers_of(workers, host)
-        seen[host.name] = Seen(len(mine), any(processing.get(address) for address in mine))
+        seen[host.name] = Seen(len(mine), any(processing.get(address) for address in mine),
+                               waiting.get(host.name, False))
     return seen, adaptive
 
 
@@ -207,7 +216,9 @@ def step(service: Service, client: Any, retire_timeout: float) -> None:
     if paused != service.paused:
         log("paused: a site.yml run changes the cluster" if paused else "resumed")
         service.paused = paused
-    seen, adaptive = look(client, service.config)
+    with service.lock:
+        waiting = dict(service.waiting)
+    seen, adaptive = look(client, service.config, waiting)
     now = time.time()
     with service.lock:
         service.registered = sum(view.registered for view in seen.values())

@@ -10,7 +10,9 @@ A client may ask for a floor for a while (a file `floor` beside the state: playb
   registered and has had no task for `idle` seconds, at most a `step_down` share of the workers up in one step
   (always at least one host), never below the target.
 A host that is up but not fully registered (starting, or its worker killed) is never released: its unit's restart
-brings it back, and monitoring sees desired and actual differ.
+brings it back, and monitoring sees desired and actual differ. The exception: a host whose agent waits because
+another cluster's workers hold its GPUs (clusters taking turns) is given up at once, without cooldown, when the other
+hosts hold the target; it is wanted again like any released host.
 """
 from __future__ import annotations
 
@@ -41,10 +43,12 @@ class Config:
 
 @dataclass(frozen=True)
 class Seen:
-    """One host as the scheduler shows it now: running workers registered, and whether any has a task."""
+    """One host as the scheduler shows it now: running workers registered, and whether any has a task; `waiting`:
+    its agent says another cluster's workers hold its GPUs (they take turns, dask_autoscale_share_gpus)."""
 
     registered: int
     busy: bool
+    waiting: bool = False
 
 
 @dataclass
@@ -126,6 +130,17 @@ def decide(state: State, config: Config, seen: dict[str, Seen], adaptive: int, n
             return Decision(UP, tuple(start), target, f"scale up: {why}; start {', '.join(start)} -> {capacity}")
         return Decision("hold", (), target, f"hold: {why}; no released host fits under the maximum")
     if capacity > target:
+        # Hosts wanted up whose GPUs another cluster holds (none of their workers ever came) are given up at once
+        # where the others hold the target: an idle cluster does not wait to take GPUs another cluster computes on.
+        give_up: list[str] = []
+        for host in reversed(up):
+            view = seen.get(host.name, Seen(0, False))
+            if view.waiting and not view.registered and capacity - host.workers >= target:
+                give_up.append(host.name)
+                capacity -= host.workers
+        if give_up:
+            return Decision(DOWN, tuple(give_up), target, f"scale down: {why}; give up {', '.join(give_up)} (another "
+                            f"cluster's workers hold its GPUs) -> {capacity}")
         if now - state.last_change < config.cooldown:
             return Decision("hold", (), target, f"hold: {why}; cooldown ({config.cooldown:g} s after the last change)")
         allowed = max(math.floor(config.step_down * capacity), 1)

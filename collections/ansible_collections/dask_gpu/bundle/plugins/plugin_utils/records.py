@@ -88,12 +88,15 @@ def collisions(claims: Mapping[str, Any], theirs: Mapping[str, Mapping[str, Any]
                                     f"{their_kind} folder of {who} ({record.get(their_kind)}); give each cluster its "
                                     "own folders (leave dask_config_dir and dask_data_dir empty for /etc/dask-NAME and "
                                     "/var/lib/dask-NAME)")
-        for gpu in claims.get("gpus") or []:
+        # Clusters that both share their GPUs (dask_autoscale_share_gpus) take turns on them (gpu_turns.py).
+        turns = claims.get("share_gpus") is True and record.get("share_gpus") is True
+        for gpu in [] if turns else claims.get("gpus") or []:
             for held in record.get("gpus") or []:
                 if _gpus_collide(gpu, held):
                     shown = gpu.get("mig") or gpu.get("uuid")
                     problems.append(f"GPU {shown} is claimed by cluster {name} (dask_worker_gpus) and held by {who}; "
-                                    "give each cluster its own GPUs with dask_worker_gpus")
+                                    "give each cluster its own GPUs with dask_worker_gpus, or let both take turns on "
+                                    "them (dask_autoscale_share_gpus on both)")
         ours = {key: list(value) for key, value in _mapping(claims.get("ports")).items()}
         held_ports = {key: list(value) for key, value in _mapping(record.get("ports")).items()}
         for mine_name, their_name in port_plan.between(ours, held_ports):

@@ -16,6 +16,7 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
 )
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import cluster_paths
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.ports import span
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.records import gpu_claims
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.spec import tls_files, tool_spec, wait_ports
 
 # Where the autoscaler keeps its state (state.json) and site.yml its pause file, inside its container.
@@ -30,24 +31,46 @@ def state_dir(settings: Mapping[str, Any]) -> str:
     return f"{cluster_paths(settings)['data']}/autoscale"
 
 
+def sharing(settings: Mapping[str, Any]) -> bool:
+    """Whether the cluster takes turns on its worker hosts' GPUs with other clusters that share them too."""
+    return enabled(settings) and settings.get("dask_autoscale_share_gpus") is True
+
+
+def turns(inp: HostInput) -> list[str]:
+    """What a worker host's workers take turns on with the other clusters that share them (gpu_turns.py's keys):
+    each of its worker GPUs (a MIG instance by its own UUID), or `cpu` on a CPU worker host; [] when not sharing."""
+    if not sharing(inp.settings) or not inp.model.get("worker") or inp.model.get("retired"):
+        return []
+    if inp.model.get("worker_mode") != "gpu":
+        return ["cpu"]
+    return [claim["mig"] or claim["uuid"] for claim in gpu_claims(inp.model.get("worker_gpus") or [])]
+
+
 def host(inp: HostInput) -> dict[str, Any]:
-    """The scheduler host's port for the agents, and the autoscaler's state folder there."""
+    """The scheduler host's port for the agents, and the autoscaler's state folder there; on a worker host of a
+    cluster that shares its GPUs, what its workers take turns on (and the claim that lets another sharing cluster
+    claim the same GPUs)."""
+    keys = turns(inp)
+    shared: dict[str, Any] = {"turns": keys, "claims": {"share_gpus": True}} if keys else {}
     if not enabled(inp.settings) or not inp.model.get("scheduler"):
-        return {}
+        return shared
     uid, gid = int(inp.settings["dask_container_uid"]), int(inp.settings["dask_container_gid"])
     data = cluster_paths(inp.settings)["data"]
     made = [] if inp.model.get("worker") else [{"path": data, "owner": 0, "group": 0, "mode": "0755",
                                                  "remove": "empty"}]
-    return {"ports": {"dask_autoscale_port": span(int(inp.settings["dask_autoscale_port"])),
-                      "dask_autoscale_metrics_port": span(int(inp.settings["dask_autoscale_metrics_port"]))},
+    return {**shared, "ports": {"dask_autoscale_port": span(int(inp.settings["dask_autoscale_port"])),
+                                "dask_autoscale_metrics_port": span(int(inp.settings["dask_autoscale_metrics_port"]))},
             "folders": made + [{"path": state_dir(inp.settings), "owner": uid, "group": gid, "mode": "0750",
                                 "remove": "tree"}]}
 
 
 def cluster(inp: ClusterInput) -> dict[str, Any]:
     settings, model = inp.settings, inp.model
+    # The worker unit's turn check (gpu_turns.py) on a worker host, where sharing clusters keep it; named when off
+    # too, so that a run turning sharing off removes it.
+    script = f"{cluster_paths(settings)['config']}/gpu_turns.py"
     if not enabled(settings):
-        return {"autoscale": {"enabled": False}}
+        return {"autoscale": {"enabled": False, "share_gpus": False, "turns_script": script}}
     counts = dict(model["workers_per_host"])
     maximum = settings.get("dask_autoscale_maximum")
     scheduler_ip = model["hosts"].get(inp.scheduler, "")
@@ -61,6 +84,8 @@ def cluster(inp: ClusterInput) -> dict[str, Any]:
         # /metrics on the scheduler host's loopback (Prometheus scrapes it when it runs there).
         "metrics": f"127.0.0.1:{int(settings['dask_autoscale_metrics_port'])}",
         "state_dir": state_dir(settings),
+        # Taking turns on the worker hosts' GPUs with other clusters (gpu_turns.py, the worker unit's ExecCondition).
+        "share_gpus": sharing(settings), "turns_script": script,
         "hosts": [{"name": name, "address": model["hosts"].get(name, ""), "workers": counts[name]}
                   for name in model["worker_hosts"]]}}
 
@@ -84,6 +109,10 @@ def autoscale_spec(cluster: dict[str, Any]) -> dict[str, Any]:
 
 
 def checks(inp: CheckInput) -> list[str]:
+    if inp.get("dask_autoscale_share_gpus") is True and inp.get("dask_autoscale_enabled") is not True \
+            and inp.is_scheduler:
+        return ["dask_autoscale_share_gpus needs dask_autoscale_enabled: a cluster that never gives its GPUs back "
+                "would keep the other clusters off them for good"]
     if inp.get("dask_autoscale_enabled") is not True or not inp.is_scheduler:
         return []
     problems: list[str] = []
