@@ -8,6 +8,15 @@ its agents' HTTPS endpoint on mutual TLS. The agent is stood in for by this scri
 when the autoscaler says down (SIGTERM, as `docker stop` sends) and starts it when it says up: the sandbox suite
 tests/sandbox/autoscale runs the real agent and units. Prints one JSON object (and writes it to --out).
 
+Then a second cluster takes its turn on the released GPU (dask_autoscale_share_gpus), as two clusters trade GPUs:
+every start goes through the bundle's own turn check (roles/dask_autoscale/files/gpu_turns.py take, the worker unit's
+ExecCondition), with systemd's answer about a unit's state stood in for by a `systemctl` script that reads the
+stand-in units' PID files (no systemd there). The second cluster (its own scheduler and autoscaler, minimum 0) is
+refused the GPU while the first's worker runs, takes it once released, starts a worker with an RMM pool of
+--second-pool of the GPU (more than the first's pool leaves free) and computes; work waiting on the first cluster
+then finds the GPU held (its start refused), the second idles down and is released, and the first's worker starts on
+the GPU again and computes. NVML readings at each step.
+
     eval "$(python3 tests/gpu/carried.py --require rapids)"; python3 tests/gpu/autoscale_release.py --out OUT.json
 """
 from __future__ import annotations
@@ -103,12 +112,55 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
             proc.wait()
 
 
-def main() -> int:
+TURNS = Path(__file__).resolve().parents[2] / "roles" / "dask_autoscale" / "files" / "gpu_turns.py"
+# Stand-in for `systemctl show --property=ActiveState --value UNIT.service`, which gpu_turns.py asks: a stand-in
+# unit is active while the process in $UNITS/UNIT.pid runs (the GPU machines have no systemd).
+SYSTEMCTL = """#!/bin/sh
+unit=""
+for arg in "$@"; do case "$arg" in *.service) unit="${arg%.service}";; esac; done
+pid=$(cat "$UNITS/$unit.pid" 2>/dev/null) && kill -0 "$pid" 2>/dev/null && echo active || echo inactive
+"""
+
+
+RUN_TURNS = ("import runpy, sys; from pathlib import Path; module = runpy.run_path(sys.argv[1]); "
+             "sys.exit(module['main'](sys.argv[3:], folder=Path(sys.argv[2])))")
+
+
+class Turns:
+    """gpu_turns.py, the bundle's own, on one GPU, with the systemctl stand-in on PATH and its own turn folder."""
+
+    def __init__(self, work: Path, key: str) -> None:
+        self.units, self.key = work / "units", key
+        self.units.mkdir()
+        (work / "bin").mkdir()
+        (work / "bin" / "systemctl").write_text(SYSTEMCTL)
+        (work / "bin" / "systemctl").chmod(0o755)
+        self.env = {**os.environ, "UNITS": str(self.units), "PATH": f"{work / 'bin'}:{os.environ['PATH']}"}
+        self.folder = work / "turns"
+
+    def take(self, unit: str, cluster: str) -> tuple[int, str]:
+        """`gpu_turns.py take` as the worker unit's ExecCondition runs it (its turn folder here, not /run's)."""
+        run = subprocess.run([sys.executable, "-c", RUN_TURNS, str(TURNS), str(self.folder), "take", "--unit", unit,
+                              "--cluster", cluster, self.key],
+                             capture_output=True, text=True, env=self.env, check=False)
+        return run.returncode, (run.stdout + run.stderr).strip()
+
+    def started(self, unit: str, proc: subprocess.Popen[bytes]) -> None:
+        (self.units / f"{unit}.pid").write_text(str(proc.pid))
+
+
+def gpu_uuid(index: int) -> str:
+    return subprocess.run(["nvidia-smi", "-i", str(index), "--query-gpu=uuid", "--format=csv,noheader"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def main() -> int:  # noqa: PLR0915 (one scenario, step after step)
     parse = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parse.add_argument("--out", type=Path, required=True)
     parse.add_argument("--gpu", type=int, default=0)
     parse.add_argument("--idle", type=int, default=5)
     parse.add_argument("--pool", default="0.5", help="the worker's RMM pool (share of the GPU); '' for none (no RMM)")
+    parse.add_argument("--second-pool", default="0.9", help="the second cluster's worker's RMM pool; '' for none")
     args = parse.parse_args()
     work = Path(tempfile.mkdtemp(prefix="autoscale-"))
     tls = certificates(work)
@@ -120,7 +172,11 @@ def main() -> int:
     worker_argv = ["dask", "cuda", "worker", address, "--name", "gpu-box", "--no-dashboard", "--local-directory",
                    str(work / "worker")] + (["--rmm-pool-size", args.pool] if args.pool else [])
     env_gpu = {**os.environ, "CUDA_VISIBLE_DEVICES": str(args.gpu)}
+    turns = Turns(work, gpu_uuid(args.gpu))
+    result["turn_key"] = turns.key
     try:
+        code, said = turns.take("dask-worker", "dask")
+        assert code == 0, said
         procs.append(spawn(["dask", "scheduler", "--host", "127.0.0.1", "--port", str(port), "--dashboard-address",
                             ":0"], work / "scheduler.log"))
         import distributed
@@ -129,6 +185,7 @@ def main() -> int:
         worker = subprocess.Popen(worker_argv, stdout=(work / "worker.log").open("ab"), stderr=subprocess.STDOUT,
                                   start_new_session=True, env=env_gpu)
         procs.append(worker)
+        turns.started("dask-worker", worker)
         with client_class(address, timeout=60) as client:
             client.wait_for_workers(1, timeout=120)
 
@@ -141,6 +198,9 @@ def main() -> int:
             expected = float(n * (n - 1) // 2)
             assert client.submit(gpu_sum, n, pure=False).result(timeout=120) == expected
             result["readings"]["worker_up"] = nvml(args.gpu)
+            code, said = turns.take("dask-green-worker", "green")  # the other cluster, while dask's worker runs
+            assert code == 1, said
+            result["second_cluster_refused_while_held"] = said
             scaler = spawn([sys.executable, "-m", "dask_gpu_verify.autoscale", "--scheduler", address, "--host",
                             "gpu-box,127.0.0.1,1", "--minimum", "0", "--maximum", "1", "--idle", str(args.idle),
                             "--cooldown", "1", "--step-down", "1", "--interval", "0.5", "--state", str(work),
@@ -158,13 +218,27 @@ def main() -> int:
             result["process_gone_after_stop_s"] = round(settle, 1)
             time.sleep(2)
             result["readings"]["released"] = nvml(args.gpu)
-            # Work waits with no worker: the autoscaler wants the host again.
+            green_worker = second_cluster_takes_its_turn(args, work, tls, turns, gpu_sum, n, expected, result, procs)
+            # Work waits with no worker: the autoscaler wants the host again; the GPU is green's now.
             started = time.monotonic()
             future = client.submit(gpu_sum, n, pure=False)
             result["decision_s"] = round(wait_for(lambda: desired(url, tls)["desired"] == "up", 60, "scale-up"), 1)
+            code, said = turns.take("dask-worker", "dask")
+            assert code == 1, said
+            result["first_cluster_waits_while_the_second_computes"] = said
+            # Green idles down: its autoscaler releases it, and its stand-in agent stops its worker.
+            green_url = result.pop("_green_url")
+            result["second_released_after_s"] = round(wait_for(
+                lambda: desired(green_url, tls)["desired"] == "down", args.idle + 60, "green's release"), 1)
+            stop(green_worker)
+            wait_for(lambda: not nvml(args.gpu)["processes"], 30, "no process of green's left on the GPU")
+            result["readings"]["second_released"] = nvml(args.gpu)
+            code, said = turns.take("dask-worker", "dask")
+            assert code == 0, said
             worker = subprocess.Popen(worker_argv, stdout=(work / "worker.log").open("ab"), stderr=subprocess.STDOUT,
                                       start_new_session=True, env=env_gpu)
             procs.append(worker)
+            turns.started("dask-worker", worker)
             assert future.result(timeout=180) == expected
             result["work_to_answer_s"] = round(time.monotonic() - started, 1)
             result["readings"]["scaled_up"] = nvml(args.gpu)
@@ -174,13 +248,57 @@ def main() -> int:
         result["released_memory_over_baseline_mib"] = released["memory_used_mib"] - base["memory_used_mib"]
         result["decisions"] = [line for line in (work / "autoscale.log").read_text().splitlines()
                                if line.startswith(("scale up:", "scale down:", "kept up:"))]
+        second = result["readings"]["second_released"]
+        result["second_released_no_process"] = not second["processes"]
+        result["second_released_memory_over_baseline_mib"] = second["memory_used_mib"] - base["memory_used_mib"]
+        result["second_decisions"] = [line for line in (work / "green-autoscale.log").read_text().splitlines()
+                                      if line.startswith(("scale up:", "scale down:", "kept up:"))]
     finally:
         for proc in reversed(procs):
             stop(proc)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
-    ok = result.get("released_no_process") and abs(result.get("released_memory_over_baseline_mib", 1 << 20)) < 64
+    ok = result.get("released_no_process") and abs(result.get("released_memory_over_baseline_mib", 1 << 20)) < 64 \
+        and result.get("second_released_no_process") \
+        and abs(result.get("second_released_memory_over_baseline_mib", 1 << 20)) < 64
     return 0 if ok else 1
+
+
+def second_cluster_takes_its_turn(args: argparse.Namespace, work: Path, tls: dict[str, str], turns: Turns,
+                                  gpu_sum: Any, n: int, expected: float, result: dict[str, Any],
+                                  procs: list[subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+    """Cluster green (its own scheduler and autoscaler, minimum 0) takes the GPU dask released: its start's turn
+    check passes, its worker's RMM pool (--second-pool) fits, it computes; its worker keeps running (returned)."""
+    import distributed
+
+    port, agents = free_port(), free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    code, said = turns.take("dask-green-worker", "green")
+    assert code == 0, said
+    procs.append(spawn(["dask", "scheduler", "--host", "127.0.0.1", "--port", str(port), "--dashboard-address",
+                        ":0"], work / "green-scheduler.log"))
+    argv = ["dask", "cuda", "worker", address, "--name", "gpu-box", "--no-dashboard", "--local-directory",
+            str(work / "green-worker")] + (["--rmm-pool-size", args.second_pool] if args.second_pool else [])
+    worker = subprocess.Popen(argv, stdout=(work / "green-worker.log").open("ab"), stderr=subprocess.STDOUT,
+                              start_new_session=True, env={**os.environ, "CUDA_VISIBLE_DEVICES": str(args.gpu)})
+    procs.append(worker)
+    turns.started("dask-green-worker", worker)
+    started = time.monotonic()
+    with distributed.Client(address, timeout=60) as client:
+        client.wait_for_workers(1, timeout=120)
+        assert client.submit(gpu_sum, n, pure=False).result(timeout=120) == expected
+    result["second_cluster"] = {"pool": args.second_pool, "start_to_answer_s": round(time.monotonic() - started, 1),
+                                "answer_exact": True}
+    result["readings"]["second_up"] = nvml(args.gpu)
+    (work / "green").mkdir()
+    procs.append(spawn([sys.executable, "-m", "dask_gpu_verify.autoscale", "--scheduler", address, "--host",
+                        "gpu-box,127.0.0.1,1", "--minimum", "0", "--maximum", "1", "--idle", str(args.idle),
+                        "--cooldown", "1", "--step-down", "1", "--interval", "0.5", "--state", str(work / "green"),
+                        "--listen", f"127.0.0.1:{agents}", "--ca", tls["ca"], "--cert", tls["cert"],
+                        "--key", tls["key"]], work / "green-autoscale.log"))
+    result["_green_url"] = f"https://127.0.0.1:{agents}/v1/hosts/gpu-box"
+    wait_for(lambda: _answers(result["_green_url"], tls), 60, "green's autoscaler's endpoint")
+    return worker
 
 
 def _answers(url: str, tls: dict[str, str]) -> bool:

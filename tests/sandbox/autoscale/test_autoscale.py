@@ -243,7 +243,7 @@ def green(*args: str, timeout: float = 1500) -> Any:
         "dask_cluster_name": "green", "dask_scheduler_port": 6786, "dask_dashboard_port": 6787,
         "dask_worker_http_port": 6790, "dask_autoscale_port": 6785, "dask_autoscale_metrics_port": 6784,
         "dask_controller_dir": str(live.ephemeral_dir() / "artifacts-green"), "dask_monitoring_enabled": False,
-        "dask_notebook_enabled": False, "dask_images_distribution": "registry",
+        "dask_notebook_port": 6888, "dask_images_distribution": "registry",
         "dask_images_registry": f"{live.address(live.SCHEDULER)}:5000", "dask_autoscale_enabled": True,
         "dask_autoscale_share_gpus": True, "dask_autoscale_minimum": 0, "dask_autoscale_idle": IDLE,
         "dask_autoscale_cooldown": GREEN_COOLDOWN}))

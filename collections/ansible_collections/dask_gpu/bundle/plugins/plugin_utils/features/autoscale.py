@@ -70,7 +70,8 @@ def cluster(inp: ClusterInput) -> dict[str, Any]:
     # too, so that a run turning sharing off removes it.
     script = f"{cluster_paths(settings)['config']}/gpu_turns.py"
     if not enabled(settings):
-        return {"autoscale": {"enabled": False, "share_gpus": False, "turns_script": script}}
+        return {"autoscale": {"enabled": False, "share_gpus": False, "turns_script": script,
+                              "state_dir": state_dir(settings)}}
     counts = dict(model["workers_per_host"])
     maximum = settings.get("dask_autoscale_maximum")
     scheduler_ip = model["hosts"].get(inp.scheduler, "")
