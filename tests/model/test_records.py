@@ -101,7 +101,12 @@ def test_two_clusters_that_both_share_their_gpus_may_claim_the_same_ones_and_tak
     settings = typing.typed(raw(**share), specs(), GROUPS["all"]).settings
     host = model.host_model("g1", settings, FACTS, H200, GROUPS)
     assert host["turns"] == [gpu["uuid"] for gpu in H200["gpus"]]
+    assert host["autoscale_before"] == {"enabled": False, "share_gpus": False}  # its first run
     assert "turns" not in model.host_model("s1", settings, FACTS, {}, GROUPS)
+    # The next run reads what this one recorded: turning sharing off gives up the turns only where it was on.
+    off = typing.typed(raw(dask_autoscale_enabled=True), specs(), GROUPS["all"]).settings
+    again = model.host_model("g1", off, with_record(first), H200, GROUPS)
+    assert again["autoscale_before"]["share_gpus"] is True and "turns" not in again
 
 
 def test_a_mig_instance_collides_with_its_whole_gpu() -> None:

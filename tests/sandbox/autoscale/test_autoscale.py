@@ -4,7 +4,10 @@ with a short idle time and a cooldown longer than it (strings, as -e gives them)
 its counts; the idle worker host goes, its data moved first; a rerun of site.yml leaves that scale alone (changed=0 on
 every host); work waiting brings the host back within 30 s, cycle after cycle, with exact answers;
 playbooks/verify.yml starts a released host for the verification, and passes although the host's worker is killed
-while it comes back; no release comes within the cooldown of the change before it. At its end every host is up, held
+while it comes back; no release comes within the cooldown of the change before it; a second autoscaled cluster,
+green, shares the hosts (dask_autoscale_share_gpus on both) and the two take turns on a host: green starts where dask
+released, dask's waiting work makes dask's agent wait, green idles down, dask scales up onto the host; green is torn
+down and dask keeps its turn. At its end every host is up, held
 so (the autoscaler's floor) for the rolling suite, next, whose run converges back to the inventory's settings and so
 turns the autoscaler off (live.NEXT_TAKES_OVER); run alone, this suite converges back itself.
 DASK_SANDBOX_AUTOSCALE_CYCLES sets the cycles (CI: 1, and verify.yml's; by hand: 10)."""
@@ -230,7 +233,7 @@ def test_no_release_comes_within_the_cooldown_of_the_change_before_it(scaled: fl
 GREEN_WORKER = "dask-green-worker"
 # Green's cooldown: long enough after its first change (giving up the host dask holds, at once) for dask's waiting
 # work to ask for the host green computes on before green releases it.
-GREEN_COOLDOWN = 30
+GREEN_COOLDOWN = 20
 TURNS = "/run/dask-gpu-turns"
 
 

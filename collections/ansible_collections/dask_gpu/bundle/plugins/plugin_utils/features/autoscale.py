@@ -16,7 +16,7 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
 )
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import cluster_paths
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.ports import span
-from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.records import gpu_claims
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.records import gpu_claims, mine
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.spec import tls_files, tool_spec, wait_ports
 
 # Where the autoscaler keeps its state (state.json) and site.yml its pause file, inside its container.
@@ -51,7 +51,12 @@ def host(inp: HostInput) -> dict[str, Any]:
     cluster that shares its GPUs, what its workers take turns on (and the claim that lets another sharing cluster
     claim the same GPUs)."""
     keys = turns(inp)
-    shared: dict[str, Any] = {"turns": keys, "claims": {"share_gpus": True}} if keys else {}
+    # What the last run left here (this cluster's record, as the run began): the autoscaler on, on its scheduler
+    # host; turns taken, on a worker host. A run that turns either off undoes it only where it was on.
+    record = mine(inp.facts, str(inp.settings.get("dask_cluster_name") or "dask"))
+    before = {"autoscale_before": {"enabled": "dask_autoscale_port" in dict(record.get("ports") or {}),
+                                   "share_gpus": record.get("share_gpus") is True}}
+    shared: dict[str, Any] = {**before, "turns": keys, "claims": {"share_gpus": True}} if keys else before
     if not enabled(inp.settings) or not inp.model.get("scheduler"):
         return shared
     uid, gid = int(inp.settings["dask_container_uid"]), int(inp.settings["dask_container_gid"])
