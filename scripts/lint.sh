@@ -13,7 +13,8 @@ $bin/mypy --ignore-missing-imports --strict roles/gpu_facts/filter_plugins roles
 $bin/mypy --ignore-missing-imports --strict tests/monitoring
 $bin/mypy --ignore-missing-imports --strict roles/dask/files/wait_ports.py tests/gpu/harness.py tests/gpu/frames_scaling.py \
   tests/gpu/polars_scaling.py tests/gpu/carried.py tests/gpu/units.py tests/gpu/containers.py tests/gpu/proofs.py \
-  tests/gpu/autoscale_release.py tests/gpu/per_gpu_containers.py roles/dask_autoscale/files/autoscale_agent.py
+  tests/gpu/autoscale_release.py tests/gpu/per_gpu_containers.py roles/dask_autoscale/files/autoscale_agent.py \
+  roles/dask_autoscale/files/gpu_turns.py
 # Every bash script: the project's and the GPU proofs' (tests/gpu/README.md); -x follows the files they source.
 $bin/shellcheck -x scripts/*.sh tests/gpu/*.sh
 $bin/mypy --ignore-missing-imports --strict --allow-untyped-calls examples/jobs

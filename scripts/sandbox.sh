@@ -75,7 +75,9 @@ Sandbox cluster is up and verified: hosts dask-sched, dask-w1, dask-w2 (docker p
   jobs:       ansible-playbook -i $inventory playbooks/job.yml -e dask_job_script=my_script.py  (docs/jobs.md)
   autoscale:  off (docs/autoscale.md); to turn it on and watch an idle host go and come back:
               ansible-playbook -i $inventory site.yml -e dask_autoscale_enabled=true -e dask_autoscale_idle=30,
-              then journalctl -u dask-autoscaler on dask-sched; a run without the -e turns it off again
+              then journalctl -u dask-autoscaler on dask-sched; a run without the -e turns it off again.
+              Two clusters taking turns on the hosts: docs/autoscale.md, "Two clusters taking turns on the same
+              GPUs", has the two commands for this sandbox
   stop:       make down
 MSG
     ;;

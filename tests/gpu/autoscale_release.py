@@ -271,6 +271,7 @@ def second_cluster_takes_its_turn(args: argparse.Namespace, work: Path, tls: dic
     check passes, its worker's RMM pool (--second-pool) fits, it computes; its worker keeps running (returned)."""
     import distributed
 
+    client_class: Any = distributed.Client
     port, agents = free_port(), free_port()
     address = f"tcp://127.0.0.1:{port}"
     code, said = turns.take("dask-green-worker", "green")
@@ -284,7 +285,7 @@ def second_cluster_takes_its_turn(args: argparse.Namespace, work: Path, tls: dic
     procs.append(worker)
     turns.started("dask-green-worker", worker)
     started = time.monotonic()
-    with distributed.Client(address, timeout=60) as client:
+    with client_class(address, timeout=60) as client:
         client.wait_for_workers(1, timeout=120)
         assert client.submit(gpu_sum, n, pure=False).result(timeout=120) == expected
     result["second_cluster"] = {"pool": args.second_pool, "start_to_answer_s": round(time.monotonic() - started, 1),
