@@ -97,16 +97,25 @@ def test_two_clusters_that_both_share_their_gpus_may_claim_the_same_ones_and_tak
              "dask_monitoring_enabled": False}
     assert problems("g1", facts, dask_cluster_name="blue", **ports, **share) == []
     refused = problems("g1", facts, dask_cluster_name="blue", **ports, dask_autoscale_enabled=True)
-    assert len(refused) == 2 and all("(dask_autoscale_share_gpus on both)" in line for line in refused), refused
+    assert len(refused) == 2 and all("(dask_autoscale_share_gpus on both" in line for line in refused), refused
     settings = typing.typed(raw(**share), specs(), GROUPS["all"]).settings
     host = model.host_model("g1", settings, FACTS, H200, GROUPS)
     assert host["turns"] == [gpu["uuid"] for gpu in H200["gpus"]]
-    assert host["autoscale_before"] == {"enabled": False, "share_gpus": False}  # its first run
+    assert host["autoscale_before"] == {"share_gpus": False}  # its first run
     assert "turns" not in model.host_model("s1", settings, FACTS, {}, GROUPS)
     # The next run reads what this one recorded: turning sharing off gives up the turns only where it was on.
     off = typing.typed(raw(dask_autoscale_enabled=True), specs(), GROUPS["all"]).settings
     again = model.host_model("g1", off, with_record(first), H200, GROUPS)
     assert again["autoscale_before"]["share_gpus"] is True and "turns" not in again
+    # ... and its record says so (a record is merged key by key: the mark must be written false, not left out).
+    assert again["record"]["claims"]["share_gpus"] is False
+    stopped = with_record({**first, "share_gpus": False})
+    assert len(problems("g1", stopped, dask_cluster_name="blue", **ports, **share)) == 2
+    # A whole GPU and a MIG instance of it are never shared, even by two sharing clusters.
+    whole = {"name": "dask", "share_gpus": True, "gpus": [{"uuid": "GPU-a", "mig": None}]}
+    mig = {"name": "blue", "share_gpus": True, "gpus": [{"uuid": "GPU-a", "mig": "MIG-1"}]}
+    assert "each with the whole GPU or the same MIG instance" in records.collisions(mig, {"dask": whole})[0]
+    assert records.collisions({**mig, "gpus": whole["gpus"]}, {"dask": whole}) == []
 
 
 def test_a_mig_instance_collides_with_its_whole_gpu() -> None:

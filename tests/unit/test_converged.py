@@ -57,7 +57,7 @@ def test_parts_ignore_what_a_run_writes_and_follow_inputs_and_controller_files(t
     first = parts(tmp_path)
     assert first == parts(tmp_path, deployed={"versions": {"dask": "2026.11.0"}}, gpu_health={"GPU-1": {"t": 80}})
     # what the last run recorded of the autoscaler (read back from the record, which each run writes)
-    assert first == parts(tmp_path, autoscale_before={"enabled": True, "share_gpus": True})
+    assert first == parts(tmp_path, autoscale_before={"share_gpus": True})
     assert first == parts(tmp_path, fast=False)
     # a renewal is the run's own action: the run after it, without it, is as the renewal left the hosts
     assert first == parts(tmp_path, renew=True)

@@ -96,6 +96,7 @@ def test_a_host_whose_gpus_another_cluster_holds_is_given_up_at_once_only_when_t
     decision = decide(state, cfg, seen, adaptive=8, now=1001.0)  # within the cooldown, idle for no time at all
     assert (decision.kind, decision.hosts) == (DOWN, ("w4",)), decision.line
     assert "give up w4 (another cluster's workers hold its GPUs) -> 12" in decision.line
+    assert decision.given_up  # act() gives it up only if its agent still waits then
     assert decide(state, cfg, seen, adaptive=16, now=1001.0).kind == "hold"  # the target needs it: it waits
     seen["w4"] = Seen(4, False, waiting=True)  # its workers came after all: an ordinary host again
     assert decide(state, cfg, seen, adaptive=8, now=1001.0).kind == "hold"

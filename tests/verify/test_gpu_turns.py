@@ -48,7 +48,9 @@ def test_one_cluster_at_a_time_takes_the_gpus_and_the_other_waits_until_they_are
     states["dask-green-worker"] = "active"
     assert main(["take", "--unit", "dask-worker", "--cluster", "dask", *keys], folder=folder) == 1
     capsys.readouterr()
-    # Release forgets only the releasing unit's turns.
+    # Release forgets only the releasing unit's turns, and only once it no longer runs.
+    assert main(["release", "--unit", "dask-green-worker"], folder=folder) == 0
+    assert json.loads((folder / "GPU-bbb").read_text())["cluster"] == "green"
     assert main(["release", "--unit", "dask-worker"], folder=folder) == 0
     assert capsys.readouterr().out.split() == ["released", "GPU-aaa"]
     assert sorted(path.name for path in folder.iterdir() if path.name != ".lock") == ["GPU-bbb"]

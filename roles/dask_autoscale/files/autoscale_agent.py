@@ -106,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     reachable = True
     waiting = ""
     while True:
+        if waiting:  # as the GPUs are now, not as they were at the last question
+            waiting = held_by(args.turns, args.unit, args.turn)
         try:
             # ?waiting=1: this host's GPUs are another cluster's now; its autoscaler may give the host up.
             answer = ask(args.url + ("?waiting=1" if waiting else ""), tls.context())

@@ -5,7 +5,7 @@
                                                           or exit 1 (the start is skipped) while another unit holds one
     gpu_turns.py held --unit UNIT KEY...                  exit 0 when the keys are free for UNIT, 1 when another
                                                           unit holds one (one JSON line says which, either way)
-    gpu_turns.py release --unit UNIT                      forget what UNIT held (its cluster is torn down)
+    gpu_turns.py release --unit UNIT                      forget what UNIT held, once it no longer runs
 
 A key is a GPU's UUID (a MIG instance's own UUID), or `cpu` for a host without GPUs. /run/dask-gpu-turns/KEY names
 the last unit that took the key; the key is held while that unit is active, activating or deactivating (systemd's
@@ -91,6 +91,10 @@ def main(argv: list[str] | None = None, folder: Path = TURNS) -> int:  # noqa: C
         return 0  # no cluster has taken a turn on this host since it booted
     with locked(folder):
         if args.action == "release":
+            # A unit that still runs keeps its turn (it stops later, or runs on without the check): its GPUs stay
+            # taken until it stops, when its file holds nothing anyway.
+            if state(args.unit) in HOLDING:
+                return 0
             for path in folder.iterdir():
                 if path.name != ".lock" and holder(folder, path.name).get("unit") == args.unit:
                     path.unlink()

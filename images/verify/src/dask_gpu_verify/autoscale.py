@@ -188,6 +188,12 @@ def act(service: Service, client: Any, decision: Decision, retire_timeout: float
     released: list[str] = []
     for name in decision.hosts:
         host = next(host for host in config.hosts if host.name == name)
+        with service.lock:
+            still_waiting = service.waiting.get(name, False)
+        if decision.given_up and not still_waiting:
+            # Its agent asked again since, no longer waiting: it took its turn and its workers are starting.
+            log(f"kept up: {name}: its agent no longer waits for another cluster's GPUs (its workers start)")
+            continue
         workers = client.scheduler_info(n_workers=-1)["workers"]
         result = retire_workers(client, workers_of(workers, host, running=False), retire_timeout, workers)
         if result["timed_out"] or result["keys_only_there"]:

@@ -90,6 +90,7 @@ class Decision:
     hosts: tuple[str, ...]
     target: int  # the clamped target, in workers
     line: str
+    given_up: bool = False  # a down of hosts whose agents waited for another cluster's GPUs
 
 
 def observe(state: State, config: Config, seen: dict[str, Seen], now: float) -> None:
@@ -140,7 +141,7 @@ def decide(state: State, config: Config, seen: dict[str, Seen], adaptive: int, n
                 capacity -= host.workers
         if give_up:
             return Decision(DOWN, tuple(give_up), target, f"scale down: {why}; give up {', '.join(give_up)} (another "
-                            f"cluster's workers hold its GPUs) -> {capacity}")
+                            f"cluster's workers hold its GPUs) -> {capacity}", given_up=True)
         if now - state.last_change < config.cooldown:
             return Decision("hold", (), target, f"hold: {why}; cooldown ({config.cooldown:g} s after the last change)")
         allowed = max(math.floor(config.step_down * capacity), 1)

@@ -65,6 +65,10 @@ def _gpus_collide(first: Mapping[str, Any], second: Mapping[str, Any]) -> bool:
         first.get("mig") is None or second.get("mig") is None or first.get("mig") == second.get("mig"))
 
 
+def _same_claim(first: Mapping[str, Any], second: Mapping[str, Any]) -> bool:
+    return first.get("uuid") == second.get("uuid") and first.get("mig") == second.get("mig")
+
+
 def _nested(first: str, second: str) -> bool:
     return bool(first and second) and (first == second or first.startswith(second.rstrip("/") + "/")
                                        or second.startswith(first.rstrip("/") + "/"))
@@ -88,15 +92,17 @@ def collisions(claims: Mapping[str, Any], theirs: Mapping[str, Mapping[str, Any]
                                     f"{their_kind} folder of {who} ({record.get(their_kind)}); give each cluster its "
                                     "own folders (leave dask_config_dir and dask_data_dir empty for /etc/dask-NAME and "
                                     "/var/lib/dask-NAME)")
-        # Clusters that both share their GPUs (dask_autoscale_share_gpus) take turns on them (gpu_turns.py).
+        # Clusters that both share their GPUs (dask_autoscale_share_gpus) take turns on the same claims (gpu_turns.py
+        # keys a whole GPU by its UUID, a MIG instance by its own): a whole GPU and a MIG instance of it never do.
         turns = claims.get("share_gpus") is True and record.get("share_gpus") is True
-        for gpu in [] if turns else claims.get("gpus") or []:
+        for gpu in claims.get("gpus") or []:
             for held in record.get("gpus") or []:
-                if _gpus_collide(gpu, held):
+                if _gpus_collide(gpu, held) and not (turns and _same_claim(gpu, held)):
                     shown = gpu.get("mig") or gpu.get("uuid")
                     problems.append(f"GPU {shown} is claimed by cluster {name} (dask_worker_gpus) and held by {who}; "
                                     "give each cluster its own GPUs with dask_worker_gpus, or let both take turns on "
-                                    "them (dask_autoscale_share_gpus on both)")
+                                    "them (dask_autoscale_share_gpus on both, each with the whole GPU or the same MIG "
+                                    "instance)")
         ours = {key: list(value) for key, value in _mapping(claims.get("ports")).items()}
         held_ports = {key: list(value) for key, value in _mapping(record.get("ports")).items()}
         for mine_name, their_name in port_plan.between(ours, held_ports):

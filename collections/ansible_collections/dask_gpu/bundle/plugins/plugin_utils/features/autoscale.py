@@ -51,12 +51,13 @@ def host(inp: HostInput) -> dict[str, Any]:
     cluster that shares its GPUs, what its workers take turns on (and the claim that lets another sharing cluster
     claim the same GPUs)."""
     keys = turns(inp)
-    # What the last run left here (this cluster's record, as the run began): the autoscaler on, on its scheduler
-    # host; turns taken, on a worker host. A run that turns either off undoes it only where it was on.
+    # What the last run left here (this cluster's record, as the run began): turns taken on a worker host. A run that
+    # stops sharing gives them up only where they were taken.
     record = mine(inp.facts, str(inp.settings.get("dask_cluster_name") or "dask"))
-    before = {"autoscale_before": {"enabled": "dask_autoscale_port" in dict(record.get("ports") or {}),
-                                   "share_gpus": record.get("share_gpus") is True}}
-    shared: dict[str, Any] = {**before, "turns": keys, "claims": {"share_gpus": True}} if keys else before
+    before = {"autoscale_before": {"share_gpus": record.get("share_gpus") is True}}
+    # Written on every host, true or false: a record is merged key by key, so a mark left from an earlier run would
+    # let another sharing cluster claim GPUs this one no longer takes turns on.
+    shared: dict[str, Any] = {**before, "claims": {"share_gpus": bool(keys)}, **({"turns": keys} if keys else {})}
     if not enabled(inp.settings) or not inp.model.get("scheduler"):
         return shared
     uid, gid = int(inp.settings["dask_container_uid"]), int(inp.settings["dask_container_gid"])
