@@ -231,9 +231,9 @@ def test_no_release_comes_within_the_cooldown_of_the_change_before_it(scaled: fl
 
 
 GREEN_WORKER = "dask-green-worker"
-# Green's cooldown: long enough after its first change (giving up the host dask holds, at once) for dask's waiting
-# work to ask for the host green computes on before green releases it.
-GREEN_COOLDOWN = 20
+# Green's cooldown: long enough after its first change (giving up the host dask holds, at once, as its site.yml
+# ends) for dask's waiting work, sent right then, to ask for the host green computes on before green releases it.
+GREEN_COOLDOWN = 15
 TURNS = "/run/dask-gpu-turns"
 
 
@@ -267,31 +267,33 @@ def test_two_clusters_take_turns_one_idles_down_the_other_scales_up_onto_its_hos
     teardown.yml takes green away and gives up its turns; dask keeps its own."""
     released, _ = wait_released()
     kept = next(host for host in live.WORKERS if host != released)
+    seconds = TASK_SECONDS
+
+    def task(value: int) -> tuple[int, str]:  # local: pickled by value (the workers cannot import this module)
+        from distributed import get_worker
+
+        time.sleep(seconds)
+        return value * value, str(get_worker().name)
+
     started = time.time()
     run = green("site.yml")
     try:
         assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
-        text = " ".join(run.stdout.split())
-        assert f"{kept}: cpu is in use by cluster dask (unit {WORKER}, active)" in text, run.stdout[-3000:]
-        assert live.unit_property(released, GREEN_WORKER, "ActiveState") == "active"
-        assert live.unit_property(kept, GREEN_WORKER, "ActiveState") == "inactive"
-        assert turn(released) == {"unit": GREEN_WORKER, "cluster": "green"}, turn(released)
         deployed_s = time.time() - started
-        with live.connect(timeout=60, artifacts="artifacts-green") as client:
-            names = {info["name"] for info in live.workers(client).values()}
-            assert names and all(name.startswith(released) for name in names), names
-            assert client.submit(sum, [1, 2, 3], pure=False).result() == 6
-        seconds = TASK_SECONDS
-
-        def task(value: int) -> tuple[int, str]:  # local: pickled by value (the workers cannot import this module)
-            from distributed import get_worker
-
-            time.sleep(seconds)
-            return value * value, str(get_worker().name)
-
+        # dask's work first, at once: green releases its host once idle and past its cooldown, which began as its
+        # site.yml ended; green's own computation below keeps it busy meanwhile.
         with live.connect(timeout=60) as client:
             asked = time.time()
             futures = client.map(task, range(3 * BURST), pure=False)
+            text = " ".join(run.stdout.split())
+            assert f"{kept}: cpu is in use by cluster dask (unit {WORKER}, active)" in text, run.stdout[-3000:]
+            assert live.unit_property(released, GREEN_WORKER, "ActiveState") == "active"
+            assert live.unit_property(kept, GREEN_WORKER, "ActiveState") == "inactive"
+            assert turn(released) == {"unit": GREEN_WORKER, "cluster": "green"}, turn(released)
+            with live.connect(timeout=60, artifacts="artifacts-green") as green_client:
+                names = {info["name"] for info in live.workers(green_client).values()}
+                assert names and all(name.startswith(released) for name in names), names
+                assert green_client.submit(sum, [1, 2, 3], pure=False).result() == 6
             waited = live.wait_until(lambda: any(
                 "waiting: cpu is in use by cluster green" in line for _, line in journal(released, AGENT, asked)),
                 60, f"dask's agent on {released} waiting for green's workers") + asked
