@@ -63,3 +63,20 @@ def test_keys_that_are_not_gpu_uuids_are_refused(turns: tuple[dict[str, Any], di
         with pytest.raises(SystemExit) as refused:
             module["main"](argv, folder=folder)
         assert refused.value.code == 2
+
+
+def test_workers_running_when_sharing_starts_take_their_turn_once_and_a_stopped_unit_takes_none(
+        turns: tuple[dict[str, Any], dict[str, str], Path], capsys: pytest.CaptureFixture[str]) -> None:
+    module, states, folder = turns
+    main = module["main"]
+    take = ["take", "--if-running", "--unit", "dask-worker", "--cluster", "dask", "cpu"]
+    assert main(take, folder=folder) == 0  # not running: it takes its turn when it starts
+    assert not (folder / "cpu").exists() and capsys.readouterr().out == ""
+    states["dask-worker"] = "active"
+    assert main(take, folder=folder) == 0
+    assert capsys.readouterr().out.split() == ["took", "cpu"]
+    assert json.loads((folder / "cpu").read_text()) == {"unit": "dask-worker", "cluster": "dask"}
+    assert main(take, folder=folder) == 0  # a rerun: already its own, nothing written (site.yml: changed=0)
+    assert capsys.readouterr().out == ""
+    # Another cluster's start is skipped now, as against workers that started with the check.
+    assert main(["take", "--unit", "dask-green-worker", "--cluster", "green", "cpu"], folder=folder) == 1

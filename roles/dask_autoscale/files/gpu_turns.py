@@ -3,6 +3,8 @@
 
     gpu_turns.py take --unit UNIT --cluster NAME KEY...   the worker unit's ExecCondition: exit 0 and hold the keys,
                                                           or exit 1 (the start is skipped) while another unit holds one
+                 [--if-running]                           (site.yml) only for a unit that runs now: workers running
+                                                          when their cluster starts sharing take their turn then
     gpu_turns.py held --unit UNIT KEY...                  exit 0 when the keys are free for UNIT, 1 when another
                                                           unit holds one (one JSON line says which, either way)
     gpu_turns.py release --unit UNIT                      forget what UNIT held, once it no longer runs
@@ -78,6 +80,7 @@ def main(argv: list[str] | None = None, folder: Path = TURNS) -> int:  # noqa: C
     parse.add_argument("action", choices=("take", "held", "release"))
     parse.add_argument("--unit", required=True)
     parse.add_argument("--cluster", default="")
+    parse.add_argument("--if-running", action="store_true", help="take: only when the unit runs now")
     parse.add_argument("keys", nargs="*")
     args = parse.parse_intermixed_args(argv)  # the keys after the options
     bad = [key for key in args.keys if not KEY.fullmatch(key)]
@@ -100,6 +103,8 @@ def main(argv: list[str] | None = None, folder: Path = TURNS) -> int:  # noqa: C
                     path.unlink()
                     print(f"released {path.name}")
             return 0
+        if args.action == "take" and args.if_running and state(args.unit) not in HOLDING:
+            return 0  # it takes its turn when it starts
         taken = others(folder, args.unit, args.keys)
         if args.action == "held":
             print(json.dumps({"held": bool(taken), "by": describe(taken)}))
@@ -109,9 +114,12 @@ def main(argv: list[str] | None = None, folder: Path = TURNS) -> int:  # noqa: C
             print(f"{args.unit} does not start: {describe(taken)}; it starts when that cluster releases them")
             return 1
         for key in args.keys:
+            if holder(folder, key) == {"unit": args.unit, "cluster": args.cluster}:
+                continue  # already this unit's
             temporary = folder / f".{key}.{os.getpid()}"
             temporary.write_text(json.dumps({"unit": args.unit, "cluster": args.cluster}), encoding="utf-8")
             temporary.replace(folder / key)
+            print(f"took {key}")
         return 0
 
 

@@ -78,11 +78,23 @@ def every_host_up(seconds: int) -> None:
         client.wait_for_workers(len(live.WORKERS), timeout=120)
 
 
+def started_at(host: str) -> str:
+    return live.unit_property(host, WORKER, "ExecMainStartTimestampMonotonic")
+
+
 @pytest.fixture(scope="module")
 def scaled() -> Iterator[float]:
     since = time.time() - 1
+    running = {host: started_at(host) for host in live.WORKERS if state(host) == "active"}
     run = live.playbook("site.yml", *SETTINGS, timeout=1500)
     assert run.returncode == 0, run.stdout[-4000:]
+    # Sharing turned on restarts no worker: the turn check is a drop-in read at the next start, and the running
+    # workers took their turn there and then.
+    for host in live.WORKERS:
+        assert "gpu_turns.py take" in live.unit_property(host, WORKER, "ExecCondition"), host
+        assert turn(host) == {"unit": WORKER, "cluster": "dask"}, (host, turn(host))
+    restarted = [host for host, at in running.items() if started_at(host) != at]
+    assert not restarted, f"turning dask_autoscale_share_gpus on restarted the workers of {restarted}"
     every_host_up(120)  # whatever an earlier run left released
     live.on_host(live.SCHEDULER, "rm", "-f", FLOOR)
     yield since
@@ -238,8 +250,9 @@ TURNS = "/run/dask-gpu-turns"
 
 def green(*args: str, timeout: float = 1500) -> Any:
     """A playbook run for cluster green: a second autoscaled cluster on the same hosts that shares their GPUs (their
-    turns) with dask, on its own ports and controller folder, running dask's images from dask's cluster registry,
-    without monitoring or JupyterLab (one Prometheus per host; nothing here needs them)."""
+    turns) with dask, on its own ports and controller folder, running dask's images from dask's cluster registry
+    (JupyterLab stays on: it is built into the images, so turning it off would make green's images differ), without
+    monitoring (one Prometheus per host)."""
     values = live.ephemeral_dir() / "green-vars.json"
     values.write_text(json.dumps({
         "dask_cluster_name": "green", "dask_scheduler_port": 6786, "dask_dashboard_port": 6787,

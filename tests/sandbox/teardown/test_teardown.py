@@ -89,7 +89,8 @@ def test_the_host_is_clean_of_the_cluster(torn_down: float, host: str) -> None:
     for path in ("/etc/dask", "/etc/docker/daemon.json.dask-bundle",
                  "/etc/ansible/facts.d/gpus.fact", "/etc/systemd/system/dask-firewall.service",
                  f"/etc/docker/certs.d/{registry}", "/etc/docker/registry/tls",
-                 "/etc/systemd/system/docker-registry.service.d/dask.conf"):
+                 "/etc/systemd/system/docker-registry.service.d/dask.conf",
+                 "/etc/systemd/system/dask-worker.service.d"):
         assert live.on_host(host, "test", "-e", path, check=False).returncode == 1, f"{host}: {path} is still there"
     registry_state = live.on_host(host, "systemctl", "is-active", "docker-registry", check=False).stdout.strip()
     assert registry_state != "active", f"{host}: the cluster's registry still runs"

@@ -305,10 +305,6 @@ def worker_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
     spec.update(env=env, shm_size=str(cluster["polars"]["shm_size"]),
                 stop_timeout=int(settings["dask_worker_stop_timeout"]), ulimits=open_files(settings),
                 wait_ports=wait_ports([("http", port) for port in host.get("http_ports") or []]))
-    if host.get("turns"):
-        # Its ExecCondition: the host's GPUs taken in turn with other clusters that share them (gpu_turns.py).
-        spec["turns"] = {"script": cluster["autoscale"]["turns_script"], "unit": cluster["units"]["worker"],
-                         "cluster": cluster["name"], "keys": list(host["turns"])}
     # Workers that speak UCX (tls-ucx) hold no TLS key: only the scheduler and clients use TLS.
     spec["volumes"] = [f"{cluster['paths']['data']}/worker:{local}"] + (spec["volumes"] if tls else [])
     if gpu:

@@ -14,7 +14,7 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
     Feature,
     HostInput,
 )
-from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import cluster_paths
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import cluster_paths, identity
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.ports import span
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.records import gpu_claims, mine
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.spec import tls_files, tool_spec, wait_ports
@@ -70,14 +70,21 @@ def host(inp: HostInput) -> dict[str, Any]:
                                 "remove": "tree"}]}
 
 
+def turn_files(settings: Mapping[str, Any]) -> dict[str, str]:
+    """The worker unit's turn check on a worker host (gpu_turns.py) and the drop-in that makes its start run it
+    (ExecCondition): sharing clusters keep them; named when off too, so that a run turning sharing off removes them.
+    A drop-in, not a line of the unit: it acts at the unit's next start only, so adding or removing it restarts no
+    worker (the unit's own file changing would: a rolling restart)."""
+    unit = identity(str(settings.get("dask_cluster_name") or "dask"))["units"]["worker"]
+    return {"turns_script": f"{cluster_paths(settings)['config']}/gpu_turns.py",
+            "turns_dropin": f"/etc/systemd/system/{unit}.service.d/dask-turns.conf"}
+
+
 def cluster(inp: ClusterInput) -> dict[str, Any]:
     settings, model = inp.settings, inp.model
-    # The worker unit's turn check (gpu_turns.py) on a worker host, where sharing clusters keep it; named when off
-    # too, so that a run turning sharing off removes it.
-    script = f"{cluster_paths(settings)['config']}/gpu_turns.py"
+    files = turn_files(settings)
     if not enabled(settings):
-        return {"autoscale": {"enabled": False, "share_gpus": False, "turns_script": script,
-                              "state_dir": state_dir(settings)}}
+        return {"autoscale": {"enabled": False, "share_gpus": False, **files, "state_dir": state_dir(settings)}}
     counts = dict(model["workers_per_host"])
     maximum = settings.get("dask_autoscale_maximum")
     scheduler_ip = model["hosts"].get(inp.scheduler, "")
@@ -92,7 +99,7 @@ def cluster(inp: ClusterInput) -> dict[str, Any]:
         "metrics": f"127.0.0.1:{int(settings['dask_autoscale_metrics_port'])}",
         "state_dir": state_dir(settings),
         # Taking turns on the worker hosts' GPUs with other clusters (gpu_turns.py, the worker unit's ExecCondition).
-        "share_gpus": sharing(settings), "turns_script": script,
+        "share_gpus": sharing(settings), **files,
         "hosts": [{"name": name, "address": model["hosts"].get(name, ""), "workers": counts[name]}
                   for name in model["worker_hosts"]]}}
 
