@@ -314,3 +314,13 @@ def test_auto_distribution_takes_the_cluster_registry_from_eight_hosts_with_tls(
     # The registry takes the hosts' TLS certificates: without TLS, auto stays with the archive.
     assert fleet(20, dask_transport="tcp", dask_tls_disabled_ack=True)["distribution"] == "archive"
     assert fleet(20, dask_images_distribution="archive")["distribution"] == "archive"
+
+
+def test_the_turn_check_is_a_drop_in_of_the_clusters_own_worker_unit(model: ModuleType) -> None:
+    facts = {"default_ipv4": {"address": "10.0.0.5"}}
+    for name, unit in (("dask", "dask-worker"), ("green", "dask-green-worker")):
+        resolved = settings(model, dask_cluster_name=name)
+        hosts = {host: model.host_model(host, resolved, facts, {"count": 0}, GROUPS) for host in ("s1", "c1")}
+        files = model.cluster_model(resolved, hosts, GROUPS, "abc")["autoscale"]
+        assert files["turns_dropin"] == f"/etc/systemd/system/{unit}.service.d/dask-turns.conf"
+        assert files["turns_script"].endswith("/gpu_turns.py")

@@ -80,3 +80,10 @@ def test_workers_running_when_sharing_starts_take_their_turn_once_and_a_stopped_
     assert capsys.readouterr().out == ""
     # Another cluster's start is skipped now, as against workers that started with the check.
     assert main(["take", "--unit", "dask-green-worker", "--cluster", "green", "cpu"], folder=folder) == 1
+    capsys.readouterr()
+    # Green's workers running on the same GPUs at once (never by the bundle: a unit started by hand, say) fail the run.
+    states["dask-green-worker"] = "active"
+    assert main(["take", "--if-running", "--unit", "dask-green-worker", "--cluster", "green", "cpu"],
+                folder=folder) == 1
+    assert ("dask-green-worker runs while cpu is in use by cluster dask (unit dask-worker, active): two clusters' "
+            "workers share these GPUs at once" in capsys.readouterr().out)

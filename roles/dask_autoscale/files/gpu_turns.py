@@ -109,6 +109,11 @@ def main(argv: list[str] | None = None, folder: Path = TURNS) -> int:  # noqa: C
         if args.action == "held":
             print(json.dumps({"held": bool(taken), "by": describe(taken)}))
             return 1 if taken else 0
+        if taken and args.if_running:
+            # Workers of two clusters on the same GPUs now (site.yml fails the run, naming both).
+            print(f"{args.unit} runs while {describe(taken)}: two clusters' workers share these GPUs at once; stop "
+                  f"one of them ({args.unit} or that unit), then run site.yml again")
+            return 1
         if taken:
             # ExecCondition: 1 skips the start (the unit stays inactive, not failed, and does not restart).
             print(f"{args.unit} does not start: {describe(taken)}; it starts when that cluster releases them")

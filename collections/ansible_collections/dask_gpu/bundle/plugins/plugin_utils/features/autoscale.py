@@ -14,7 +14,7 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
     Feature,
     HostInput,
 )
-from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import cluster_paths, identity
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import cluster_paths
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.ports import span
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.records import gpu_claims, mine
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.spec import tls_files, tool_spec, wait_ports
@@ -70,19 +70,19 @@ def host(inp: HostInput) -> dict[str, Any]:
                                 "remove": "tree"}]}
 
 
-def turn_files(settings: Mapping[str, Any]) -> dict[str, str]:
+def turn_files(inp: ClusterInput) -> dict[str, str]:
     """The worker unit's turn check on a worker host (gpu_turns.py) and the drop-in that makes its start run it
     (ExecCondition): sharing clusters keep them; named when off too, so that a run turning sharing off removes them.
     A drop-in, not a line of the unit: it acts at the unit's next start only, so adding or removing it restarts no
     worker (the unit's own file changing would: a rolling restart)."""
-    unit = identity(str(settings.get("dask_cluster_name") or "dask"))["units"]["worker"]
-    return {"turns_script": f"{cluster_paths(settings)['config']}/gpu_turns.py",
+    unit = inp.model["units"]["worker"]
+    return {"turns_script": f"{cluster_paths(inp.settings)['config']}/gpu_turns.py",
             "turns_dropin": f"/etc/systemd/system/{unit}.service.d/dask-turns.conf"}
 
 
 def cluster(inp: ClusterInput) -> dict[str, Any]:
     settings, model = inp.settings, inp.model
-    files = turn_files(settings)
+    files = turn_files(inp)
     if not enabled(settings):
         return {"autoscale": {"enabled": False, "share_gpus": False, **files, "state_dir": state_dir(settings)}}
     counts = dict(model["workers_per_host"])
