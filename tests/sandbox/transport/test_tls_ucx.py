@@ -20,10 +20,14 @@ SCHEDULER_UCX_PORT = 8788  # dask_scheduler_ucx_port's default
 def converge(transport: str) -> None:
     run = live.playbook("site.yml", "-e", f"dask_transport={transport}", timeout=1500)
     assert run.returncode == 0, run.stdout[-4000:]
-    # What the run restarted, and how (a change of transport rolls every worker host).
+    # What the run restarted, and how: a change of transport restarts the scheduler, whose workers close with it, so
+    # the worker hosts restart at once (nothing to hand over), not a batch at a time.
     for line in run.stdout.splitlines():
-        if "Rolling restart of" in line or "[rolling]" in line or "restarts now" in line:
+        if "Rolling restart of" in line or "[rolling]" in line or "restarts now" in line or "restart now" in line:
             print(f"[transport] {line.strip()}", flush=True)
+    text = " ".join(run.stdout.split())
+    assert "The scheduler of cluster dask restarted in this run" in text, run.stdout[-4000:]
+    assert "[rolling]" not in text and "Rolling restart of dask-" not in text, run.stdout[-4000:]
     print(f"[transport] site.yml with dask_transport={transport}: ok", flush=True)
 
 
