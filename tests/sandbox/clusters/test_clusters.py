@@ -19,6 +19,7 @@ import re
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import live
@@ -95,6 +96,7 @@ def test_a_second_cluster_that_claims_what_the_first_holds_is_refused_before_any
 # The ephemeral job: it computes on blue, says so with a file in its work folder, and holds until released.
 HOLD = """
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from distributed import Client
@@ -180,8 +182,12 @@ def test_both_clusters_run_side_by_side_each_with_its_own_names(deployed: dict[s
 
 
 def test_each_cluster_verifies(deployed: dict[str, Any]) -> None:
-    for name, run in (("blue", blue("playbooks/verify.yml")),
-                      ("dask", live.playbook("playbooks/verify.yml"))):
+    # Both at once: two clusters' verifications on the same hosts do not get in each other's way.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = (("blue", pool.submit(blue, "playbooks/verify.yml")),
+                ("dask", pool.submit(live.playbook, "playbooks/verify.yml")))
+        done = [(name, future.result()) for name, future in runs]
+    for name, run in done:
         assert run.returncode == 0, run.stdout[-3000:]
         passed = [line.strip() for line in run.stdout.splitlines() if "verification passed" in line]
         assert passed, run.stdout[-2000:]
