@@ -34,7 +34,8 @@ def gpu_host(wanted: list[str], probed: list[dict[str, Any]] = PROBED) -> dict[s
 GPU_HOST = gpu_host(["0", "GPU-1"])
 SETTINGS = {"dask_worker_http_port": 8790, "dask_worker_memory_limit": "auto", "dask_worker_death_timeout": 60,
             "dask_worker_device_memory_limit": "0.8", "dask_worker_gpu_request": "cdi", "dask_worker_stop_timeout": 30,
-            "dask_scheduler_stop_timeout": 20, "dask_verify_timeout": 120, "dask_bench_etl_rows": 12000000,
+            "dask_scheduler_stop_timeout": 20, "dask_verify_timeout": 120, "dask_verify_bandwidth_mib": 0,
+            "dask_bench_etl_rows": 12000000,
             "dask_worker_extra_args": ["--lifetime", "1h"], "dask_bench_polars_scale": 10}
 
 
@@ -121,6 +122,10 @@ def test_clients_expect_every_host_and_carry_tls(builder: ModuleType) -> None:
     assert "--expect-host=g1=2" in verify["argv"] and "--expect-host=c1=1" in verify["argv"]
     assert "--allow-cpu" in verify["argv"] and verify["gpus"] == ""
     assert verify["env"]["DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY"] == "/etc/dask/tls/host.key"
+    # The bandwidth probe's size only where one is set (0: the backend's own, which the verification picks).
+    assert "--bandwidth-mib" not in verify["argv"]
+    small = builder.client_argv("verify", CLUSTER, {**SETTINGS, "dask_verify_bandwidth_mib": 32}, "v.json")
+    assert small[small.index("--bandwidth-mib"):][:2] == ["--bandwidth-mib", "32"]
     bench = builder.container_args(builder.client_spec(CLUSTER, GPU_HOST, SETTINGS, "bench", "b", 12))
     assert "--ready-seconds" in bench["command"] and "devices" not in bench
     assert bench["command"][bench["command"].index("--etl-rows"):][:2] == ["--etl-rows", "12000000"]

@@ -316,13 +316,16 @@ def worker_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
 
 def verify_argv(scheduler: str, expect_workers: int | str, json_path: str, *, allow_cpu: bool,
                 timeout: int | None = None, expect_gpus: int | None = None,
-                hosts: dict[str, int] | None = None) -> list[str]:
-    """dask-gpu-verify: the workers (in all and per host) and GPUs it must find, and where its report goes."""
+                hosts: dict[str, int] | None = None, bandwidth_mib: int = 0) -> list[str]:
+    """dask-gpu-verify: the workers (in all and per host) and GPUs it must find, and where its report goes; the
+    bandwidth probe's size where one is given (0: the backend's own)."""
     argv = ["dask-gpu-verify", "--scheduler", scheduler, "--expect-workers", str(expect_workers)]
     if timeout is not None:
         argv += ["--timeout", str(timeout)]
     if expect_gpus is not None:
         argv += ["--expect-gpus", str(expect_gpus)]
+    if bandwidth_mib:
+        argv += ["--bandwidth-mib", str(bandwidth_mib)]
     argv += ["--json", json_path] + (["--allow-cpu"] if allow_cpu else [])
     return argv + [f"--expect-host={host}={count}" for host, count in (hosts or {}).items()]
 
@@ -336,7 +339,8 @@ def client_argv(kind: str, cluster: dict[str, Any], settings: dict[str, Any], ou
     if kind == "verify":
         return verify_argv(cluster["scheduler_address"], cluster["expected_workers"], f"{reports}/{out}",
                            allow_cpu=allow_cpu, timeout=timeout, expect_gpus=cluster["expected_gpus"],
-                           hosts=cluster["workers_per_host"])
+                           hosts=cluster["workers_per_host"],
+                           bandwidth_mib=int(settings["dask_verify_bandwidth_mib"]))
     if kind == "bench":
         ready = ["--ready-seconds", str(ready_seconds)] if ready_seconds is not None else []
         rows = int(settings["dask_bench_etl_rows"])
