@@ -17,7 +17,11 @@ refused the GPU while the first's worker runs, takes it once released, starts a 
 then finds the GPU held (its start refused), the second idles down and is released, and the first's worker starts on
 the GPU again and computes. NVML readings at each step.
 
-    eval "$(python3 tests/gpu/carried.py --require rapids)"; python3 tests/gpu/autoscale_release.py --out OUT.json
+    envs=$(python3 tests/gpu/carried.py --require whl) && eval "$envs" &&
+        python3 tests/gpu/autoscale_release.py --out OUT.json
+
+with the ignored `.whl` carried (dask, distributed, dask-cuda, rmm-cu13, librmm-cu13, rapids-logger wheels; no cuDF
+needed). `eval "$(...)"` alone would go on when carried.py refuses.
 """
 from __future__ import annotations
 
