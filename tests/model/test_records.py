@@ -153,6 +153,19 @@ def test_an_earlier_release_is_adopted_by_the_default_name_and_refused_for_anoth
         refused[0]
 
 
+def test_a_host_is_known_to_hold_the_cluster_only_where_its_record_or_an_earlier_release_was() -> None:
+    """model.recorded_before gates site.yml's removals of a feature that is off or moved (JupyterLab's unit on the
+    other hosts, the autoscaler's units): a host the cluster never ran on skips them; one with this cluster's record,
+    or an earlier release's deployment, runs them. Another cluster's record is not this one's."""
+    settings = typing.typed(raw(), specs(), GROUPS["all"]).settings
+    first = claims_of("g1", FACTS)
+    legacy = {**FACTS, "ansible_local": {"gpus": {"count": 0}, "docker_engine": {"server_version": "20.10.24"}}}
+    found = {label: model.host_model("g1", settings, facts, H200, GROUPS)["recorded_before"] for label, facts in
+             {"fresh": FACTS, "recorded": with_record(first), "legacy": legacy,
+              "another cluster's": with_record(claims_of("g1", FACTS, dask_cluster_name="blue"))}.items()}
+    assert found == {"fresh": False, "recorded": True, "legacy": True, "another cluster's": False}, found
+
+
 def test_a_version_change_is_refused_unless_everything_may_restart_at_once() -> None:
     ran = {"deployed": {"versions": {"dask": "2026.5.0", "distributed": "2026.5.0", "dask-cuda": "26.06.0"}}}
     facts = {**FACTS, "ansible_local": {"dask_cluster_dask": {"name": "dask", **ran}}}

@@ -17,7 +17,8 @@ CODE = ("site.yml", "playbooks", "roles", "collections/ansible_collections/dask_
 # it, whose record holds the renewed certificates (controller_files), so the next run without it is a fast one.
 RUN_ONLY = ("dask_fast_rerun", "dask_tls_renew")
 # A host model's keys read from facts that a run writes or that change on their own (readings), not inputs.
-VOLATILE = ("deployed", "builds", "other_clusters", "legacy", "gpu_health", "record", "autoscale_before")
+VOLATILE = ("deployed", "builds", "other_clusters", "legacy", "gpu_health", "record", "autoscale_before",
+            "recorded_before")
 
 
 def _hash(value: Any) -> str:

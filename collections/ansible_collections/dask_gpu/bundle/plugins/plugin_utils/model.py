@@ -225,6 +225,10 @@ def host_model(host: str, settings: Mapping[str, Any], facts: Mapping[str, Any],
         "adopt": records.adoptable(settings, facts)}
     model["other_clusters"] = records.others(facts, name)
     model["legacy"] = records.legacy(facts)
+    # This cluster's record was on the host when the run began (or an earlier release deployed there): only then can
+    # a unit or container of a feature now off or moved be on it, so site.yml's removals of those run only then (a
+    # run that stops half-way has written the record first, roles/dask_record).
+    model["recorded_before"] = bool(records.mine(facts, name)) or model["legacy"]
     model["deployed"] = dict(records.mine(facts, name).get("deployed") or {})
     # The builds of the bundle's images this host keeps for the cluster, newest first (each a list of references),
     # from its record (roles/dask_images/tasks/retention.yml writes them; your own images are never listed).
