@@ -207,6 +207,7 @@ def host_model(host: str, settings: Mapping[str, Any], facts: Mapping[str, Any],
         model.update(added)
     name = str(settings.get("dask_cluster_name") or "dask")
     ident, paths = identity(name), cluster_paths(settings)
+    before = records.mine(facts, name)  # this cluster's record as the run found it ({} before its first run)
     model["folders"] = folders(settings, is_scheduler or is_worker, is_worker) + (
         extra_folders if is_scheduler or is_worker else [])
     # What this cluster holds on the host (module cluster_record keeps it; other clusters' checks read it).
@@ -220,7 +221,7 @@ def host_model(host: str, settings: Mapping[str, Any], facts: Mapping[str, Any],
                    # The NVLinks up when this cluster's record first saw each GPU (fewer later is a fault).
                    "gpu_nvlinks": {**{uuid: judged["nvlink_active"] for uuid, judged in health.items()
                                       if judged.get("nvlink_active") is not None},
-                                   **dict(records.mine(facts, name).get("gpu_nvlinks") or {})},
+                                   **dict(before.get("gpu_nvlinks") or {})},
                    **extra_claims},
         "adopt": records.adoptable(settings, facts)}
     model["other_clusters"] = records.others(facts, name)
@@ -228,11 +229,11 @@ def host_model(host: str, settings: Mapping[str, Any], facts: Mapping[str, Any],
     # This cluster's record was on the host when the run began (or an earlier release deployed there): only then can
     # a unit or container of a feature now off or moved be on it, so site.yml's removals of those run only then (a
     # run that stops half-way has written the record first, roles/dask_record).
-    model["recorded_before"] = bool(records.mine(facts, name)) or model["legacy"]
-    model["deployed"] = dict(records.mine(facts, name).get("deployed") or {})
+    model["recorded_before"] = bool(before) or model["legacy"]
+    model["deployed"] = dict(before.get("deployed") or {})
     # The builds of the bundle's images this host keeps for the cluster, newest first (each a list of references),
     # from its record (roles/dask_images/tasks/retention.yml writes them; your own images are never listed).
-    kept = records.mine(facts, name).get("builds")
+    kept = before.get("builds")
     model["builds"] = [list(build) for build in kept if isinstance(build, list)] if isinstance(kept, list) else []
     return model
 
