@@ -20,6 +20,7 @@ from conftest import LocalDask, certificates
 from distributed import Client
 
 HOSTS = {"w1": "127.0.0.1", "w2": "127.0.0.2"}
+COOLDOWN = 4  # seconds; longer than a retirement of w2's ten keys takes here
 
 
 def free_port() -> int:
@@ -72,17 +73,30 @@ def test_idle_host_is_retired_then_released_and_work_brings_it_back(cluster: Loc
             client.gather(data)
             # The service starts once the data is on w2: both hosts are idle from its first look, and the policy
             # releases the last host in inventory order first (started before, it saw w1 idle while w2 was still
-            # registering or computing, and released w1: a slow machine made that race).
+            # registering or computing, and released w1: a slow machine made that race). It starts paused, as a
+            # site.yml run leaves it: it holds every decision, and the cooldown starts again when the run ends.
+            (state / "paused").write_text("site.yml\n")
             service = subprocess.Popen(
                 [sys.executable, "-m", "dask_gpu_verify.autoscale", "--scheduler", address,
                  *[arg for name, ip in HOSTS.items() for arg in ("--host", f"{name},{ip},1")],
-                 "--minimum", "1", "--maximum", "2", "--idle", "3", "--cooldown", "2", "--step-down", "0.5",
+                 "--minimum", "1", "--maximum", "2", "--idle", "3", "--cooldown", str(COOLDOWN),
+                 "--step-down", "0.5",
                  "--interval", "0.5", "--state", str(state), "--listen", f"127.0.0.1:{port}",
                  "--ca", str(files["ca"]), "--cert", str(files["server"]), "--key", str(files["server_key"])],
                 stdout=log, stderr=subprocess.STDOUT)
-            # Idle: w2 (last) is retired, its keys moved, then marked down; w1 holds the minimum.
+            wait_until(lambda: "paused: a site.yml run" in (tmp_path / "autoscale.log").read_text(), 60,
+                       "the service paused", tmp_path / "autoscale.log", service)
+            time.sleep(3 + 1)  # both hosts idle longer than --idle: only the pause holds them
+            assert ask(f"{url}/v1/hosts/w2", files)["desired"] == "up", "released while a site.yml run held it"
+            (state / "paused").unlink()
+            resumed = time.time()
+            # Idle: w2 (last) is retired, its keys moved, then marked down; w1 holds the minimum. Not before the
+            # cooldown from the resume has passed (the run changed the cluster), though w2 has been idle long enough.
             down = wait_until(lambda: ask(f"{url}/v1/hosts/w2", files)["desired"] == "down", 180, "w2 released",
                               tmp_path / "autoscale.log", service)
+            released_after = time.time() - resumed
+            assert released_after >= COOLDOWN, f"released {released_after:.1f} s after the resume"
+            assert "resumed: no release within the cooldown" in (tmp_path / "autoscale.log").read_text()
             assert down and ask(f"{url}/v1/hosts/w1", files)["desired"] == "up"
             assert [len(f.result()) for f in data] == list(range(10))  # nothing lost: the keys live on w1
             assert all(len(f.result()) == i for i, f in enumerate(data))

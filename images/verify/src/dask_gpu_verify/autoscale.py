@@ -217,11 +217,23 @@ def floor(folder: Path, now: float) -> int:
         return 0
 
 
+def resume(service: Service, now: float) -> None:
+    """A site.yml run ended (its pause file removed): the run changed the cluster, so the cooldown starts again from
+    now, as after a scale; its restarted workers are idle from their registration."""
+    with service.lock:
+        service.state.last_change = now
+        service.save()
+    log(f"resumed: no release within the cooldown ({service.config.cooldown:g} s) after the site.yml run")
+
+
 def step(service: Service, client: Any, retire_timeout: float) -> None:
     paused = (service.folder / "paused").exists()
     if paused != service.paused:
-        log("paused: a site.yml run changes the cluster" if paused else "resumed")
         service.paused = paused
+        if paused:
+            log("paused: a site.yml run changes the cluster")
+        else:
+            resume(service, time.time())
     with service.lock:
         waiting = dict(service.waiting)
     seen, adaptive = look(client, service.config, waiting)
