@@ -119,6 +119,10 @@ def test_idle_host_is_retired_then_released_and_work_brings_it_back(cluster: Loc
         lines = (tmp_path / "autoscale.log").read_text()
         assert "scale down:" in lines and "scale up:" in lines and "retired w2 (data moved)" in lines, lines
         assert json.loads((state / "state.json").read_text())["desired"] == {"w1": "up", "w2": "up"}
+        # Stopped as `docker stop` stops its unit (SIGTERM): exit 0, so the unit does not end "failed".
+        service.terminate()
+        assert service.wait(timeout=15) == 0
+        assert (tmp_path / "autoscale.log").read_text().rstrip().endswith("stopped")
     finally:
         if service is not None:
             service.terminate()

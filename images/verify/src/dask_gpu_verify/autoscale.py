@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import ssl
 import sys
 import threading
@@ -281,8 +282,12 @@ def main(argv: list[str] | None = None) -> int:
         if not args.metrics.startswith("127."):
             raise SystemExit(f"--metrics {args.metrics}: plain HTTP is served on loopback only")
         serve_metrics(service, args.metrics)
+    # `docker stop` (the unit's stop, a restart by site.yml) sends SIGTERM: the step under way ends, then the service
+    # exits 0, so its unit stops as "inactive", not "failed" (Python's default for SIGTERM is exit status 143).
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     client = None
-    while True:
+    while not stopping.is_set():
         try:
             if client is None:
                 client = connect(args.scheduler, None, timeout=30)
@@ -293,7 +298,11 @@ def main(argv: list[str] | None = None) -> int:
             if client is not None:
                 client.close()
             client = None
-        time.sleep(args.interval)
+        stopping.wait(args.interval)
+    log("stopped")
+    if client is not None:
+        client.close()
+    return 0
 
 
 if __name__ == "__main__":
