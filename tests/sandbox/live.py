@@ -176,6 +176,24 @@ def slowest_tasks(output: str, count: int = 4) -> list[tuple[str, float]]:
     return sorted(rows, key=lambda row: row[1], reverse=True)[:count]
 
 
+# A run's one-off work: the image builds and archive exports (role dask_images) that Docker's build cache and the kept
+# archive save from the next run on this machine (its first run, or the run after images/ changed). playbook() adds
+# their seconds to ONE_OFF_FILE; tests/sandbox/suites.py reports each suite's as `[ci-time] one-off:suite:NAME`, which
+# the time guard leaves out (scripts/ci_times.py).
+ONE_OFF_TASKS = ("dask_images : Scheduler and worker images are built",
+                 "dask_images : Images are exported to the archive")
+
+
+def one_off_seconds(output: str) -> float:
+    """Seconds of a run's one-off tasks, from its profile_tasks recap."""
+    return sum(float(m["seconds"]) for m in map(PROFILE_LINE.match, output.splitlines())
+               if m and m["task"].startswith(ONE_OFF_TASKS))
+
+
+def one_off_file() -> Path:
+    return ephemeral_dir() / "artifacts" / "reports" / "one-off.txt"
+
+
 # The fast rerun's message when every host is as the last converge left it (role dask_record).
 FAST = "is as the last converge left it: nothing to change"
 # The settings of the teardown suite's redeploy (archive distribution, the CPU profile), also the last verify's.
@@ -208,6 +226,11 @@ def playbook(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[st
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{len(list(logs.iterdir())):03d}-{re.sub(r'[^A-Za-z0-9.=_-]+', '_', name)[:80]}.log"
     log.write_text(run.stdout + run.stderr)
+    spent = one_off_seconds(run.stdout)
+    if spent >= 1:
+        one_off_file().parent.mkdir(parents=True, exist_ok=True)
+        with one_off_file().open("a") as out:
+            out.write(f"{spent:.1f}\n")
     print(f"[playbook] {name}: rc {run.returncode}, {time.monotonic() - started:.1f} s; slowest: {slow}; output: {log}",
           flush=True)
     return run

@@ -148,6 +148,7 @@ def main() -> int:
     for index, suite in enumerate(chosen):
         print(f"[suites] {suite.name}: {suite.what} ...", flush=True)
         started = time.monotonic()
+        live.one_off_file().unlink(missing_ok=True)
         next_name = chosen[index + 1].name if index + 1 < len(chosen) else ""
         run = run_suite(suite, next_name)
         if run.returncode == 0 and suite.name in END_STATE and HANDS_OVER.get(suite.name) != next_name:
@@ -155,8 +156,12 @@ def main() -> int:
             if problem:
                 run = subprocess.CompletedProcess(run.args, 1, run.stdout + "\n" + problem, run.stderr)
         seconds = round(time.monotonic() - started, 1)
-        # For scripts/ci_times.py (CI's time table and the time guard against tests/sandbox/timings.json).
+        # For scripts/ci_times.py (CI's time table and the time guard against tests/sandbox/timings.json, which leaves
+        # the suite's one-off image builds and exports out).
         print(f"[ci-time] suite:{suite.name} {seconds}", flush=True)
+        if live.one_off_file().exists():
+            spent = sum(float(line) for line in live.one_off_file().read_text().split())
+            print(f"[ci-time] one-off:suite:{suite.name} {spent:.1f}", flush=True)
         lines = [line for line in report_lines(run.stdout)
                  if line.startswith(("[", "PASSED ", "FAILED ", "ERROR ", "ok:", "fatal"))]
         print("\n".join(lines[-100:]), flush=True)
