@@ -182,6 +182,7 @@ def slowest_tasks(output: str, count: int = 4) -> list[tuple[str, float]]:
 # the time guard leaves out (scripts/ci_times.py).
 ONE_OFF_TASKS = ("dask_images : Scheduler and worker images are built",
                  "dask_images : Images are exported to the archive")
+ONE_OFF_MIN_S = 2.0
 
 
 def one_off_seconds(output: str) -> float:
@@ -189,9 +190,6 @@ def one_off_seconds(output: str) -> float:
     there and the archive kept, each takes well under ONE_OFF_MIN_S: the two took 1.4 s together in r30)."""
     return sum(seconds for seconds in (float(m["seconds"]) for m in map(PROFILE_LINE.match, output.splitlines())
                                        if m and m["task"].startswith(ONE_OFF_TASKS)) if seconds >= ONE_OFF_MIN_S)
-
-
-ONE_OFF_MIN_S = 2.0
 
 
 def one_off_file() -> Path:
