@@ -178,7 +178,7 @@ def slowest_tasks(output: str, count: int = 4) -> list[tuple[str, float]]:
 
 # A run's one-off work: the image builds and archive exports (role dask_images) that Docker's build cache and the kept
 # archive save from the next run on this machine (its first run, or the run after images/ changed). playbook() adds
-# their seconds to ONE_OFF_FILE; tests/sandbox/suites.py reports each suite's as `[ci-time] one-off:suite:NAME`, which
+# their seconds to one_off_file(); tests/sandbox/suites.py reports each suite's as `[ci-time] one-off:suite:NAME`, which
 # the time guard leaves out (scripts/ci_times.py).
 ONE_OFF_TASKS = ("dask_images : Scheduler and worker images are built",
                  "dask_images : Images are exported to the archive")
