@@ -10,6 +10,7 @@ import re
 import socket
 import ssl
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -176,22 +177,10 @@ def slowest_tasks(output: str, count: int = 4) -> list[tuple[str, float]]:
     return sorted(rows, key=lambda row: row[1], reverse=True)[:count]
 
 
-# A run's one-off work: the image builds and archive exports (role dask_images) that Docker's build cache and the kept
-# archive save from the next run on this machine (its first run, or the run after images/ changed). playbook() adds
-# their seconds to one_off_file(); tests/sandbox/suites.py reports each suite's as `[ci-time] one-off:suite:NAME`, which
-# the time guard leaves out (scripts/ci_times.py).
-ONE_OFF_TASKS = ("dask_images : Scheduler and worker images are built",
-                 "dask_images : Images are exported to the archive")
-ONE_OFF_MIN_S = 2.0
-
-
-def one_off_seconds(output: str) -> float:
-    """Seconds of a run's one-off tasks that did their work, from its profile_tasks recap (skipped, with the tag
-    there and the archive kept, each takes well under ONE_OFF_MIN_S: the two took 1.4 s together in r30)."""
-    return sum(seconds for seconds in (float(m["seconds"]) for m in map(PROFILE_LINE.match, output.splitlines())
-                                       if m and m["task"].startswith(ONE_OFF_TASKS)) if seconds >= ONE_OFF_MIN_S)
-
-
+# A run's one-off work: the image builds and archive exports that the build cache and the kept archive save from the
+# next run on this machine (scripts/ci_times.py --one-off reads them from the run's task profile). playbook() adds their
+# seconds to one_off_file(); tests/sandbox/suites.py reports each suite's as `[ci-time] one-off:suite:NAME`, which the
+# time guard leaves out.
 def one_off_file() -> Path:
     return ephemeral_dir() / "artifacts" / "reports" / "one-off.txt"
 
@@ -228,7 +217,9 @@ def playbook(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[st
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{len(list(logs.iterdir())):03d}-{re.sub(r'[^A-Za-z0-9.=_-]+', '_', name)[:80]}.log"
     log.write_text(run.stdout + run.stderr)
-    spent = one_off_seconds(run.stdout)
+    read = subprocess.run([sys.executable, str(ROOT / "scripts" / "ci_times.py"), str(log), "--one-off"],
+                          capture_output=True, text=True, check=True, timeout=60)
+    spent = float(read.stdout)
     if spent:
         one_off_file().parent.mkdir(parents=True, exist_ok=True)
         with one_off_file().open("a") as out:
