@@ -301,6 +301,33 @@ def workers_missing_released_quiet(c: Ctx) -> Scenario:
 AUTOSCALE: Labels = {"job": "dask-autoscale", "instance": "127.0.0.1:8784"}
 
 
+def by_gpu(c: Ctx, gpu02_stops: bool) -> dict[Any, Any]:
+    """gpu01's second worker released on its own (dask_autoscale_by gpu): its target down, gpu01 keeps the other; with
+    gpu02_stops, gpu02's worker stops too, not released."""
+    gone = [worker("gpu01", 1)] + ([worker("gpu02", 0)] if gpu02_stops else [])
+    up = {series("up", labels): c.values(flat(1, c.onset), flat(0)) if labels in gone else c.values(flat(1))
+          for labels in INVENTORY}
+    states = workers_by_state(c, idle=[flat(1)], saturated=[flat(1, c.onset), flat(0)],
+                              partially_saturated=[flat(1, c.onset), flat(0 if gpu02_stops else 1)])
+    released = {series("dask_autoscale_released_workers", {**AUTOSCALE, "host": host}):
+                c.values(flat(0, c.onset), flat(1)) if host == "gpu01" else c.values(flat(0))
+                for host in ("gpu01", "gpu02")}
+    hosts = {series("dask_autoscale_host_released", {**AUTOSCALE, "host": host, "workers": count}): c.values(flat(0))
+             for host, count in (("gpu01", "2"), ("gpu02", "1"))}
+    return {**up, **states, **released, **hosts}
+
+
+def workers_missing_gpu_released_quiet(c: Ctx) -> Scenario:
+    """gpu01's second worker released by GPU: 2 of 3 registered, on purpose."""
+    return Scenario(by_gpu(c, gpu02_stops=False), [(c.fires_at - c.step, []), (c.fires_at, []), (c.late, [])])
+
+
+def workers_missing_gpu_released_fires(c: Ctx) -> Scenario:
+    """gpu01's second worker released by GPU, and gpu02's worker stops unasked: 1 registered, 2 expected."""
+    alert = Expected({"severity": "warning"}, {"summary": "1 workers registered, fewer than the inventory's"})
+    return Scenario(by_gpu(c, gpu02_stops=True), [(c.fires_at - c.step, []), (c.fires_at, [alert])])
+
+
 # DaskHostWorkersGone: gpu01 and gpu03 have two workers each
 
 
@@ -573,6 +600,8 @@ CASES = [
     Case("DaskWorkersMissing", True, workers_missing_fires),
     Case("DaskWorkersMissing", False, workers_missing_quiet),
     Case("DaskWorkersMissing", False, workers_missing_released_quiet),
+    Case("DaskWorkersMissing", False, workers_missing_gpu_released_quiet),
+    Case("DaskWorkersMissing", True, workers_missing_gpu_released_fires),
     Case("DaskHostWorkersGone", True, host_workers_gone_fires),
     Case("DaskHostWorkersGone", False, host_workers_gone_quiet),
     Case("DaskHostWorkersGone", False, host_workers_gone_released_quiet),

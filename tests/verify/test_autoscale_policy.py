@@ -1,7 +1,20 @@
 """dask-gpu-autoscale's decisions (autoscale_policy), from what it observed, without Dask or a clock."""
 from __future__ import annotations
 
-from dask_gpu_verify.autoscale_policy import DOWN, UP, Config, Decision, Host, Seen, State, apply, decide, observe
+from dask_gpu_verify.autoscale_policy import (
+    DOWN,
+    UP,
+    Config,
+    Decision,
+    Host,
+    Seen,
+    State,
+    apply,
+    decide,
+    observe,
+    per_gpu,
+    slot_names,
+)
 
 HOSTS = (Host("w1", "10.0.0.1", 4), Host("w2", "10.0.0.2", 4), Host("w3", "10.0.0.3", 4), Host("w4", "10.0.0.4", 4))
 
@@ -100,3 +113,26 @@ def test_a_host_whose_gpus_another_cluster_holds_is_given_up_at_once_only_when_t
     assert decide(state, cfg, seen, adaptive=16, now=1001.0).kind == "hold"  # the target needs it: it waits
     seen["w4"] = Seen(4, False, waiting=True)  # its workers came after all: an ordinary host again
     assert decide(state, cfg, seen, adaptive=8, now=1001.0).kind == "hold"
+
+
+def test_by_gpu_each_worker_is_a_unit_idle_ones_go_one_at_a_time_and_the_target_starts_single_workers() -> None:
+    """dask_autoscale_by gpu: a 4-GPU host's idle workers go one by one within the step (not the whole host), the
+    busy worker of the same host stays, and a target of 2 more workers starts exactly 2 released ones."""
+    slots = per_gpu((Host("w1", "10.0.0.1", 4), Host("w2", "10.0.0.2", 1)))
+    assert [(slot.name, slot.on, slot.workers) for slot in slots] == [
+        ("w1-0", "w1", 1), ("w1-1", "w1", 1), ("w1-2", "w1", 1), ("w1-3", "w1", 1), ("w2", "w2", 1)]
+    assert slot_names("w2", 1) == ["w2"]
+    cfg, state = config(hosts=slots, minimum=1, maximum=5, step_down=0.4), State()
+    seen = all_up(state, cfg)
+    seen["w1-0"] = Seen(1, True)  # computing
+    observe(state, cfg, seen, now=1000.0)
+    decision = decide(state, cfg, seen, adaptive=1, now=1061.0)
+    assert (decision.kind, decision.hosts) == (DOWN, ("w2", "w1-3")), decision.line  # 40 % of 5 workers: 2
+    apply(state, decision, decision.hosts, now=1061.0)
+    seen.update({"w2": Seen(0, False), "w1-3": Seen(0, False)})
+    decision = decide(state, cfg, seen, adaptive=1, now=1100.0)
+    assert (decision.kind, decision.hosts) == (DOWN, ("w1-2",)), decision.line  # 40 % of 3: 1; w1-0 is busy
+    apply(state, decision, decision.hosts, now=1100.0)
+    seen["w1-2"] = Seen(0, False)
+    decision = decide(state, cfg, seen, adaptive=4, now=1101.0)
+    assert (decision.kind, decision.hosts) == (UP, ("w1-2", "w1-3")), decision.line

@@ -11,6 +11,9 @@ decision. Where the cluster shares the host's GPUs with other clusters (--turns,
 a start waits while another cluster's workers run on them (the agent says so to the autoscaler, which may give the
 host up) and comes once that cluster has released them. While the autoscaler cannot be reached, or is paused,
 nothing changes. Each action is one journal line.
+With --slots (dask_autoscale_by: gpu) the unit keeps running and each of its workers is released or wanted on its own:
+the agent writes the host's released workers to that file (`{"released": [...]}`, read by dask-gpu-worker-slots in
+the worker container, which stops and starts them), and starts the unit at a new decision if it is not running.
 Certificates renewed in place (site.yml -e dask_tls_renew=true) are taken at the next question, without a restart.
 """
 from __future__ import annotations
@@ -75,6 +78,51 @@ def running(unit: str) -> bool:
     return out.stdout.strip() in ("active", "activating")
 
 
+def write_released(path: str, names: list[str]) -> bool:
+    """The file of released workers, replaced whole (0644: worker names only) when it says otherwise; True if it
+    changed."""
+    content = json.dumps({"released": sorted(names)}) + "\n"
+    try:
+        with open(path, encoding="utf-8") as current:
+            if current.read() == content:
+                return False
+    except OSError:
+        pass
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", encoding="utf-8") as out:
+        out.write(content)
+    os.chmod(temporary, 0o644)
+    os.replace(temporary, path)
+    return True
+
+
+def slots_step(path: str, unit: str, answer: dict[str, object], applied: object) -> object:
+    """One answer acted on with --slots: the released workers written; the unit started at a new decision that wants
+    a worker up if it does not run (stopped by hand, or left stopped when the unit of scale was a host)."""
+    names = answer.get("released")
+    if not isinstance(names, list):
+        print(f"the autoscaler's answer names no released workers ({answer}); {path} stays as it is", flush=True)
+        return applied
+    generation = answer.get("generation")
+    before = set()
+    try:
+        with open(path, encoding="utf-8") as current:
+            before = set(json.loads(current.read()).get("released") or [])
+    except (OSError, ValueError, AttributeError):
+        pass
+    if write_released(path, [str(name) for name in names]):
+        now = {str(name) for name in names}
+        print(f"workers released {', '.join(sorted(now - before)) or 'none'}, wanted again "
+              f"{', '.join(sorted(before - now)) or 'none'} (generation {generation}); released now: "
+              f"{', '.join(sorted(now)) or 'none'}", flush=True)
+    if generation != applied and answer.get("desired") == "up" and not running(unit):
+        code = systemctl("start", unit)
+        print(f"start {unit}: a worker is wanted up (generation {generation}), systemctl exit {code}", flush=True)
+        if code != 0:
+            return applied
+    return generation
+
+
 def held_by(script: str, unit: str, keys: list[str]) -> str:
     """What holds the host's GPUs that the cluster shares with others ("" when they are free for this unit)."""
     if not keys:
@@ -97,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parse.add_argument("--interval", type=float, default=2.0)
     parse.add_argument("--turns", default="", help="gpu_turns.py, where the cluster shares its GPUs with others")
     parse.add_argument("--turn", action="append", default=[], help="a key the worker unit takes its turn on")
+    parse.add_argument("--slots", default="", help="the file of released workers (dask_autoscale_by: gpu)")
     args = parse.parse_args(argv)
     if not args.url.startswith("https://"):
         parse.error("--url must be https://")
@@ -121,6 +170,11 @@ def main(argv: list[str] | None = None) -> int:
             print("autoscaler reachable again", flush=True)
         reachable = True
         generation = answer.get("generation")
+        if args.slots:
+            if not answer.get("paused"):
+                applied = slots_step(args.slots, args.unit, answer, applied)
+            time.sleep(args.interval)
+            continue
         if generation != applied and not answer.get("paused"):
             desired = answer.get("desired")
             action = "start" if desired == "up" else "stop"

@@ -221,7 +221,7 @@ def test_verify_starts_a_released_host_whose_worker_is_killed_while_it_comes_bac
     runner.join(timeout=900)
     run = result["run"]
     assert run.returncode == 0, run.stdout[-4000:]
-    assert f"starting the released hosts {released}" in " ".join(run.stdout.split()), run.stdout[-3000:]
+    assert f"starting the released workers ({released}: 1)" in " ".join(run.stdout.split()), run.stdout[-3000:]
     restarts = int(live.unit_property(released, WORKER, "NRestarts") or 0)
     assert restarts >= 1, f"{WORKER} on {released} was not started again by systemd after the kill"
     up = [at for at, line in decisions(started) if line.startswith("scale up:") and released in line]
@@ -238,7 +238,7 @@ def test_the_benchmark_starts_a_released_host_and_lets_it_go_again(scaled: float
     released, _ = wait_released()
     run = live.playbook("playbooks/benchmark.yml", *SETTINGS, "-e", "dask_bench_etl_rows=200000", timeout=900)
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
-    assert f"starting the released hosts {released}" in " ".join(run.stdout.split()), run.stdout[-3000:]
+    assert f"starting the released workers ({released}: 1)" in " ".join(run.stdout.split()), run.stdout[-3000:]
     assert live.on_host(live.SCHEDULER, "test", "-e", FLOOR, check=False).returncode == 1  # lifted at its end
 
 
@@ -385,3 +385,80 @@ def test_prometheus_scrapes_the_autoscaler_and_its_counts(scaled: float) -> None
     assert all(value is not None and value >= 1 for value in counts.values()), counts
     live.record("autoscale", {"step": "scraped by Prometheus", "target_up_s": round(target_up_s, 1),
                               "counts_s": round(counts_s, 1), **counts})
+
+
+# dask_autoscale_by gpu: each worker is a unit of scale of its own, stopped and started by dask-gpu-worker-slots in
+# the host's worker container, which keeps running (a CPU worker host here runs one worker: its own name).
+BY_GPU = ("-e", "dask_autoscale_enabled=true", "-e", f"dask_autoscale_idle={IDLE}",
+          "-e", f"dask_autoscale_cooldown={COOLDOWN}", "-e", "dask_autoscale_by=gpu")
+SLOTS_FILE = "/etc/dask/worker-slots/released.json"
+
+
+def released_workers(host: str) -> list[str]:
+    out = live.on_host(host, "cat", SLOTS_FILE, check=False).stdout
+    return list(json.loads(out)["released"]) if out.strip() else []
+
+
+def worker_processes(host: str) -> tuple[int, int]:
+    """(dask-gpu-worker-slots processes, Dask worker processes) in the host's worker container."""
+    rows = live.on_host(host, "docker", "top", WORKER, "-o", "args").stdout.splitlines()[1:]
+    slots = [row for row in rows if "dask-gpu-worker-slots" in row]
+    workers = [row for row in rows if "dask-gpu-worker-slots" not in row and "dask worker" in row]
+    return len(slots), len(workers)
+
+
+def test_by_gpu_a_worker_goes_and_comes_back_while_its_unit_runs(scaled: float) -> None:
+    """With dask_autoscale_by=gpu the idle worker's process stops inside its host's worker container (the unit stays
+    active, the agent's file names it), a rerun of site.yml leaves that alone (changed=0, the released worker not
+    waited for), waiting work starts it again with exact answers, and turning it back to hosts restores the
+    host's unit as it was."""
+    run = live.playbook("site.yml", *BY_GPU, timeout=1500)
+    assert run.returncode == 0, run.stdout[-4000:]
+    for host in live.WORKERS:
+        assert "dask-gpu-worker-slots" in live.unit_property(host, WORKER, "ExecStart"), host
+    lifted = time.time()
+
+    def one_released() -> list[str]:
+        return [host for host in live.WORKERS if released_workers(host)]
+
+    seconds = live.wait_until(lambda: len(one_released()) == 1, IDLE + COOLDOWN + 40, "a worker released by GPU")
+    host = one_released()[0]
+    assert released_workers(host) == [host]  # a CPU worker host's one worker has the host's name
+    assert state(host) == "active", f"{WORKER} on {host} stopped: by GPU only the worker's process goes"
+    live.wait_until(lambda: worker_processes(host) == (1, 0), 30, f"no Dask worker process left in {host}'s container")
+    with live.connect(timeout=60) as client:
+        live.wait_until(lambda: not live.by_host(client)[host], 30, f"{host}'s worker gone from the scheduler")
+    down = [line for _, line in decisions(lifted) if line.startswith("scale down:")]
+    assert down and f"retired {host} (data moved), their workers stop now" in down[0], down
+    agent = [line for _, line in journal(host, AGENT, lifted) if line.startswith("workers released")]
+    assert agent and agent[0].startswith(f"workers released {host}, wanted again none"), agent
+
+    rerun = live.playbook("site.yml", *BY_GPU, timeout=1500)
+    assert rerun.returncode == 0, rerun.stdout[-4000:]
+    counts = {name: count["changed"] for name, count in live.recap(rerun.stdout).items()}
+    assert set(counts) >= {live.SCHEDULER, *live.WORKERS} and not any(counts.values()), counts
+    assert released_workers(host) == [host] and worker_processes(host) == (1, 0), "site.yml started the released worker"
+
+    seconds_per_task = TASK_SECONDS
+
+    def task(value: int) -> int:
+        time.sleep(seconds_per_task)
+        return value * value
+
+    with live.connect(timeout=60) as client:
+        started = time.time()
+        futures = client.map(task, range(BURST), pure=False)
+        back = live.wait_until(lambda: live.by_host(client)[host], 60, f"{host}'s worker started again by GPU")
+        registered_s = time.time() - started
+        assert sorted(client.gather(futures)) == [n * n for n in range(BURST)]
+    assert back and released_workers(host) == [] and worker_processes(host)[1] >= 1
+    live.record("autoscale", {"step": "by GPU: a worker released and started again in its running container",
+                              "released_after_s": round(seconds, 1), "registered_within_s": round(registered_s, 1),
+                              "answers_exact": True})
+    assert registered_s <= 30, registered_s
+
+    back_to_hosts = live.playbook("site.yml", *SETTINGS, timeout=1500)
+    assert back_to_hosts.returncode == 0, back_to_hosts.stdout[-4000:]
+    for name in live.WORKERS:
+        assert "dask-gpu-worker-slots" not in live.unit_property(name, WORKER, "ExecStart"), name
+        assert live.on_host(name, "test", "-e", SLOTS_FILE, check=False).returncode == 1, name

@@ -2,7 +2,7 @@
 dask_autoscale, docs/autoscale.md). Runs on the scheduler host, beside the scheduler.
 
     dask-gpu-autoscale --scheduler tls://IP:8786 --host NAME,IP,WORKERS [...] --minimum 1 --maximum 8 \
-        --idle 300 --cooldown 60 --step-down 0.25 --state DIR --listen IP:PORT --ca CA --cert CRT --key KEY
+        --idle 300 --cooldown 60 --step-down 0.25 [--by gpu] --state DIR --listen IP:PORT --ca CA --cert CRT --key KEY
 
 Every --interval seconds it asks the scheduler (the cluster's TLS client certificate) for its adaptive target, its
 workers and what they process, and decides (autoscale_policy). A host to release is retired first through the
@@ -14,6 +14,8 @@ the cluster's CA. A file `paused` in --state (site.yml writes it while it change
 decision; a file `floor` there ({"workers": N, "until": EPOCH}, playbooks/verify.yml) keeps N workers up until then.
 Each decision is one line on stdout (the unit's journal); GET /metrics gives the desired and registered counts, and
 which hosts are released (also in plain HTTP on --metrics, loopback only, for a Prometheus on this host).
+With --by gpu each worker is a unit of scale of its own: the agent of its host writes the host's released workers to
+the file that dask-gpu-worker-slots reads in the worker container (which keeps running).
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from .autoscale_policy import DOWN, UP, Config, Decision, Host, Seen, State, apply, decide, observe
+from .autoscale_policy import DOWN, UP, Config, Decision, Host, Seen, State, apply, decide, observe, per_gpu
 from .retirement import retire_workers
 from .session import connect
 
@@ -47,9 +49,10 @@ def log(line: str) -> None:
 class Service:
     """The decisions and what the agents read, shared by the loop and the HTTPS server (one lock)."""
 
-    def __init__(self, config: Config, folder: Path) -> None:
+    def __init__(self, config: Config, folder: Path, by: str = "host") -> None:
         self.config = config
         self.folder = folder
+        self.by = by
         self.lock = threading.Lock()
         self.state = self._load()
         self.state.ensure(config.hosts)
@@ -61,23 +64,51 @@ class Service:
     def _load(self) -> State:
         path = self.folder / "state.json"
         try:
-            return State.from_json(json.loads(path.read_text()))
+            data = json.loads(path.read_text())
+            state = State.from_json(data)
         except (OSError, ValueError, AssertionError):
             return State()
+        if str(data.get("by") or "host") != self.by:  # decisions about other units: every worker is wanted again
+            log(f"the unit of scale changed from {data.get('by') or 'host'} to {self.by}: every worker is wanted up")
+            return State()
+        return state
 
     def save(self) -> None:
         path = self.folder / "state.json"
         temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(self.state.to_json(), sort_keys=True) + "\n")
+        # `by` and each unit's host: site.yml reads which workers of which host are released (dask_autoscale_released).
+        data = {**self.state.to_json(), "by": self.by,
+                "machines": {host.name: host.on for host in self.config.hosts}}
+        temporary.write_text(json.dumps(data, sort_keys=True) + "\n")
         os.replace(temporary, path)
 
     def host(self, name: str, waiting: bool = False) -> dict[str, Any] | None:
+        """What a host's agent reads: its desired state and generation; with --by gpu its workers' desired states
+        (`workers`, and `released`: those down), `desired` up while one of them is."""
         with self.lock:
+            if self.by == "gpu":
+                mine = {host.name: self.state.desired.get(host.name, UP) for host in self.config.hosts
+                        if host.on == name}
+                if not mine:
+                    return None
+                return {"host": name, "desired": UP if UP in mine.values() else DOWN, "workers": mine,
+                        "released": sorted(worker for worker, desired in mine.items() if desired == DOWN),
+                        "generation": sum(self.state.generation.get(worker, 0) for worker in mine),
+                        "paused": self.paused}
             if name not in self.state.desired:
                 return None
             self.waiting[name] = waiting
             return {"host": name, "desired": self.state.desired[name], "generation": self.state.generation[name],
                     "paused": self.paused}
+
+    def released_on(self) -> dict[str, tuple[int, int]]:
+        """Each worker host: (its workers released, its workers)."""
+        counts: dict[str, tuple[int, int]] = {}
+        for host in self.config.hosts:
+            down, total = counts.get(host.on, (0, 0))
+            gone = host.workers if self.state.desired.get(host.name) == DOWN else 0
+            counts[host.on] = (down + gone, total + host.workers)
+        return counts
 
     def metrics(self) -> str:
         with self.lock:
@@ -91,14 +122,19 @@ class Service:
                      "# TYPE dask_autoscale_target_workers gauge", f"dask_autoscale_target_workers {self.target}",
                      "# HELP dask_autoscale_paused 1 while a site.yml run holds every decision.",
                      "# TYPE dask_autoscale_paused gauge", f"dask_autoscale_paused {int(self.paused)}",
-                     "# HELP dask_autoscale_host_released 1 for a worker host the autoscaler released.",
-                     "# TYPE dask_autoscale_host_released gauge"]
-            lines += [f'dask_autoscale_host_released{{host="{host.name}",workers="{host.workers}"}} '
-                      f"{int(self.state.desired.get(host.name) == DOWN)}" for host in self.config.hosts]
+                     "# HELP dask_autoscale_host_released 1 for a worker host the autoscaler released (all its "
+                     "workers).", "# TYPE dask_autoscale_host_released gauge"]
+            counts = self.released_on()
+            lines += [f'dask_autoscale_host_released{{host="{name}",workers="{total}"}} {int(down == total)}'
+                      for name, (down, total) in counts.items()]
+            lines += ["# HELP dask_autoscale_released_workers Workers of a worker host the autoscaler released.",
+                      "# TYPE dask_autoscale_released_workers gauge"]
+            lines += [f'dask_autoscale_released_workers{{host="{name}"}} {down}'
+                      for name, (down, _) in counts.items()]
             lines += ["# HELP dask_autoscale_host_waiting 1 for a worker host whose GPUs another cluster's workers "
                       "hold (its agent waits for them).", "# TYPE dask_autoscale_host_waiting gauge"]
-            lines += [f'dask_autoscale_host_waiting{{host="{host.name}"}} {int(self.waiting.get(host.name, False))}'
-                      for host in self.config.hosts]
+            lines += [f'dask_autoscale_host_waiting{{host="{name}"}} {int(self.waiting.get(name, False))}'
+                      for name in counts]
         return "\n".join(lines) + "\n"
 
 
@@ -153,8 +189,11 @@ def serve_metrics(service: Service, listen: str) -> ThreadingHTTPServer:
 
 
 def belongs(name: str, host: Host) -> bool:
-    """A worker of the host's unit: named after the host (`dask cuda worker --name HOST` names its workers HOST-0,
-    HOST-1, ...). Names, not addresses: hosts may share an address (a test inventory on loopback)."""
+    """A worker of the unit: named after the host (`dask cuda worker --name HOST` names its workers HOST-0,
+    HOST-1, ...), or with --by gpu that one worker. Names, not addresses: hosts may share an address (a test
+    inventory on loopback)."""
+    if host.machine:
+        return name == host.name
     return name == host.name or re.fullmatch(re.escape(host.name) + r"-[0-9]+", name) is not None
 
 
@@ -206,7 +245,8 @@ def act(service: Service, client: Any, decision: Decision, retire_timeout: float
         apply(service.state, decision, tuple(released), now)
         service.save()
     if released:
-        log(f"{decision.line}; retired {', '.join(released)} (data moved), their units stop now")
+        log(f"{decision.line}; retired {', '.join(released)} (data moved), "
+            + ("their workers stop now" if service.by == "gpu" else "their units stop now"))
 
 
 def floor(folder: Path, now: float) -> int:
@@ -257,6 +297,8 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument("--idle", type=float, required=True, help="seconds a host's workers are idle before it goes")
     parse.add_argument("--cooldown", type=float, required=True, help="seconds after a change before a scale-down")
     parse.add_argument("--step-down", type=float, required=True, help="largest share of the workers one step stops")
+    parse.add_argument("--by", choices=("host", "gpu"), default="host",
+                       help="the unit of scale: a worker host, or each worker (GPU) on its own")
     parse.add_argument("--interval", type=float, default=2.0)
     parse.add_argument("--retire-timeout", type=float, default=300.0)
     parse.add_argument("--state", type=Path, required=True, help="folder of state.json and the pause file")
@@ -270,10 +312,12 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    config = Config(tuple(args.host), args.minimum, args.maximum, args.idle, args.cooldown, args.step_down)
-    service = Service(config, args.state)
+    hosts = per_gpu(tuple(args.host)) if args.by == "gpu" else tuple(args.host)
+    config = Config(hosts, args.minimum, args.maximum, args.idle, args.cooldown, args.step_down)
+    service = Service(config, args.state, args.by)
     down = [name for name, desired in service.state.desired.items() if desired == DOWN]
-    log(f"started: hosts {', '.join(host.name for host in config.hosts)}; minimum {config.minimum}, maximum "
+    units = "workers" if args.by == "gpu" else "hosts"
+    log(f"started: {units} {', '.join(host.name for host in config.hosts)}; minimum {config.minimum}, maximum "
         f"{config.maximum}, idle {config.idle:g} s, cooldown {config.cooldown:g} s, step down {config.step_down:g}; "
         f"released now: {', '.join(down) or 'none'}")
     service.save()

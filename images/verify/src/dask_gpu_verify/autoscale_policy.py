@@ -1,8 +1,11 @@
 """What dask-gpu-autoscale decides, from what it observed: pure, no Dask, no clock of its own (unit-tested alone).
 
-The unit of scale is a worker host: its worker unit runs all of the host's Dask workers (one per GPU), so a host
-is started or released whole. Counts are in Dask workers: the scheduler's adaptive target, clamped to
-[minimum, maximum], rounded up to whole hosts for the minimum and down to whole hosts for the maximum.
+The unit of scale is a worker host (dask_autoscale_by: host): its worker unit runs all of the host's Dask workers
+(one per GPU), so a host is started or released whole. With dask_autoscale_by: gpu each worker (one GPU) is a unit
+of its own, a `Host` of one worker whose `machine` is the host it runs on (`per_gpu`; dask-gpu-worker-slots starts
+and stops it inside the host's worker container), and "host" below reads "worker". Counts are in Dask workers: the
+scheduler's adaptive target, clamped to [minimum, maximum], rounded up to whole hosts for the minimum and down to
+whole hosts for the maximum.
 A client may ask for a floor for a while (a file `floor` beside the state: playbooks/verify.yml wants every worker).
 - Up, at once (no cooldown: queued work waits for nothing): released hosts, in inventory order, until the hosts up
   hold the target.
@@ -24,11 +27,30 @@ UP, DOWN = "up", "down"
 
 @dataclass(frozen=True)
 class Host:
-    """A member worker host: its inventory name, the IP its workers advertise, how many workers its unit runs."""
+    """A unit of scale: a member worker host (its inventory name, the IP its workers advertise, how many workers its
+    unit runs), or with dask_autoscale_by: gpu one worker of one (`machine`: that host's name; the worker's name)."""
 
     name: str
     address: str
     workers: int
+    machine: str = ""
+
+    @property
+    def on(self) -> str:
+        """The worker host it is, or is on."""
+        return self.machine or self.name
+
+
+def slot_names(host: str, workers: int) -> list[str]:
+    """The names of a host's workers: HOST-0 ... HOST-(N-1), or HOST alone on a one-worker host (as `dask cuda worker
+    --name HOST` names them; dask-gpu-worker-slots gives the same names)."""
+    return [host] if workers == 1 else [f"{host}-{index}" for index in range(workers)]
+
+
+def per_gpu(hosts: tuple[Host, ...]) -> tuple[Host, ...]:
+    """Each worker of each host as a unit of scale of its own (dask_autoscale_by: gpu)."""
+    return tuple(Host(name, host.address, 1, host.name)
+                 for host in hosts for name in slot_names(host.name, host.workers))
 
 
 @dataclass(frozen=True)

@@ -14,4 +14,5 @@ class FilterModule:
                 "cluster_model": model.cluster_model, "advice": model.advice, "hosts_advice": model.hosts_advice,
                 "cluster_advice": model.cluster_advice,
                 "cluster_hosts": cluster_hosts, "worker_hosts": worker_hosts, "roll_plan": rolling.plan,
+                "roll_counts": rolling.counts,
                 "image_packages": extras.package_lines}

@@ -52,6 +52,13 @@ def batches(pending: Sequence[str], cluster: Mapping[str, Any], settings: Mappin
     return cut
 
 
+def counts(batch: Sequence[str], cluster: Mapping[str, Any], released: Mapping[str, Any] | None = None) -> list[int]:
+    """The workers each host of a batch registers after its restart: all of its workers but those the autoscaler
+    released by GPU (dask_autoscale_by gpu: they stay stopped in the restarted container)."""
+    per_host = cluster.get("workers_per_host") or {}
+    return [max(int(per_host.get(host, 0)) - int((released or {}).get(host, 0)), 0) for host in batch]
+
+
 def batch_seconds(report: str) -> float:
     """The median seconds of the batches in a rolling.jsonl report (DEFAULT_BATCH_SECONDS when it has none)."""
     try:

@@ -276,6 +276,22 @@ def worker_argv(gpu: bool, scheduler: str, *, host: str | None, name: str | None
     return argv + list(extra or [])
 
 
+# dask_autoscale_by: gpu (docs/autoscale.md): the worker container runs each of the host's workers as a process of its
+# own (dask-gpu-worker-slots), started and stopped on its own as the autoscale agent's file of released workers says
+# (mounted read-only); the container's health is that of the workers that run (the file of their /health URLs).
+SLOTS_MOUNT = "/etc/dask-slots"
+SLOTS_FILE = "released.json"
+SLOTS_HEALTH = "/tmp/dask-slots-health"
+
+
+def slots_argv(host: dict[str, Any], argv: list[str], stop_timeout: int) -> list[str]:
+    """The worker command line, one process per worker (GPU) under dask-gpu-worker-slots, which stops them within the
+    container's stop timeout."""
+    return ["dask-gpu-worker-slots", "--name", str(host["name"]), "--workers", str(host["worker_count"]),
+            "--control", f"{SLOTS_MOUNT}/{SLOTS_FILE}", "--health-file", SLOTS_HEALTH,
+            "--stop-timeout", str(max(stop_timeout - 5, 1)), "--", *argv]
+
+
 def worker_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     gpu = host["worker_mode"] == "gpu"
     spec = base(cluster, "worker", "Dask {}workers ({}) for cluster {}".format(
@@ -307,6 +323,11 @@ def worker_spec(cluster: dict[str, Any], host: dict[str, Any], settings: dict[st
                 wait_ports=wait_ports([("http", port) for port in host.get("http_ports") or []]))
     # Workers that speak UCX (tls-ucx) hold no TLS key: only the scheduler and clients use TLS.
     spec["volumes"] = [f"{cluster['paths']['data']}/worker:{local}"] + (spec["volumes"] if tls else [])
+    scale = cluster.get("autoscale") or {}
+    if scale.get("per_gpu"):
+        spec["argv"] = slots_argv(host, spec["argv"], spec["stop_timeout"])
+        spec["env"]["DASK_HEALTH_FILE"] = SLOTS_HEALTH
+        spec["volumes"].append(f"{scale['slots_dir']}:{SLOTS_MOUNT}:ro")
     if gpu:
         spec.update(gpus=gpus, gpu_request=settings["dask_worker_gpu_request"],
                     ulimits={**GPU_ULIMITS, **open_files(settings)},

@@ -17,7 +17,7 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import cluster_paths
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.ports import span
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.records import gpu_claims, mine
-from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.spec import tls_files, tool_spec, wait_ports
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.spec import SLOTS_FILE, tls_files, tool_spec, wait_ports
 
 # Where the autoscaler keeps its state (state.json) and site.yml its pause file, inside its container.
 CONTAINER_STATE = "/autoscale"
@@ -80,11 +80,23 @@ def turn_files(inp: ClusterInput) -> dict[str, str]:
             "turns_dropin": f"/etc/systemd/system/{unit}.service.d/dask-turns.conf"}
 
 
+def slots_dir(settings: Mapping[str, Any]) -> str:
+    """On a worker host with dask_autoscale_by: gpu, the folder of the agent's file of released workers (mounted
+    read-only in the worker container, spec.SLOTS_MOUNT)."""
+    return f"{cluster_paths(settings)['config']}/worker-slots"
+
+
+def slots_files(settings: Mapping[str, Any]) -> dict[str, str]:
+    return {"slots_dir": slots_dir(settings), "slots_file": f"{slots_dir(settings)}/{SLOTS_FILE}"}
+
+
 def cluster(inp: ClusterInput) -> dict[str, Any]:
     settings, model = inp.settings, inp.model
-    files = turn_files(inp)
+    files = {**turn_files(inp), **slots_files(settings)}
     if not enabled(settings):
-        return {"autoscale": {"enabled": False, "share_gpus": False, **files, "state_dir": state_dir(settings)}}
+        return {"autoscale": {"enabled": False, "share_gpus": False, "by": "host", "per_gpu": False, **files,
+                              "state_dir": state_dir(settings)}}
+    by = str(settings.get("dask_autoscale_by") or "host")
     counts = dict(model["workers_per_host"])
     maximum = settings.get("dask_autoscale_maximum")
     scheduler_ip = model["hosts"].get(inp.scheduler, "")
@@ -100,6 +112,9 @@ def cluster(inp: ClusterInput) -> dict[str, Any]:
         "state_dir": state_dir(settings),
         # Taking turns on the worker hosts' GPUs with other clusters (gpu_turns.py, the worker unit's ExecCondition).
         "share_gpus": sharing(settings), **files,
+        # The unit of scale: a worker host (its unit started and stopped), or each worker (GPU) on its own
+        # (dask-gpu-worker-slots in the host's worker container, which keeps running).
+        "by": by, "per_gpu": by == "gpu",
         "hosts": [{"name": name, "address": model["hosts"].get(name, ""), "workers": counts[name]}
                   for name in model["worker_hosts"]]}}
 
@@ -114,12 +129,36 @@ def autoscale_spec(cluster: dict[str, Any]) -> dict[str, Any]:
         argv += ["--host", f"{host['name']},{host['address']},{host['workers']}"]
     argv += ["--minimum", str(scale["minimum"]), "--maximum", str(scale["maximum"]), "--idle", str(scale["idle"]),
              "--cooldown", str(scale["cooldown"]), "--step-down", str(scale["step_down"]),
+             *(["--by", "gpu"] if scale["per_gpu"] else []),
              "--state", CONTAINER_STATE, "--listen", scale["listen"], "--metrics", scale["metrics"],
              "--ca", files["ca"], "--cert", files["cert"], "--key", files["key"]]
     spec = tool_spec(cluster, "autoscaler", f"Autoscaler of cluster {cluster['name']}", argv)
     spec["wait_ports"] = wait_ports([("tcp", scale["port"]), ("http", int(scale["metrics"].rpartition(":")[2]))])
     spec["volumes"] = spec["volumes"] + [f"{scale['state_dir']}:{CONTAINER_STATE}"]
     return spec
+
+
+def released(state: Mapping[str, Any] | None, cluster: Mapping[str, Any]) -> dict[str, Any]:
+    """What the autoscaler released, from its state file (None before its first start): `hosts`, the worker hosts
+    whose unit stays stopped (by host), and `workers`, each worker host's count of released workers (by host: all of
+    them; by GPU: those its dask-gpu-worker-slots keeps stopped while the unit runs). A state of the other unit of
+    scale releases nothing: the autoscaler forgets it at its restart and wants every worker up."""
+    scale, counts = cluster.get("autoscale") or {}, cluster.get("workers_per_host") or {}
+    state = state or {}
+    desired = state.get("desired") or {}
+    down = [str(name) for name, value in desired.items() if value == "down"]
+    if not scale.get("enabled") or str(state.get("by") or "host") != scale.get("by"):
+        return {"hosts": [], "workers": {}}
+    if not scale.get("per_gpu"):
+        hosts = [name for name in down if name in counts]
+        return {"hosts": hosts, "workers": {name: int(counts[name]) for name in hosts}}
+    machines = state.get("machines") or {}
+    workers: dict[str, int] = {}
+    for name in down:
+        host = str(machines.get(name) or "")
+        if host in counts:
+            workers[host] = min(workers.get(host, 0) + 1, int(counts[host]))
+    return {"hosts": [], "workers": workers}
 
 
 def checks(inp: CheckInput) -> list[str]:
@@ -143,6 +182,11 @@ def checks(inp: CheckInput) -> list[str]:
         problems.append(f"dask_autoscale_enabled needs the cluster's TLS (dask_transport={transport} turns it off): "
                         "the agents and the autoscaler know each other by the cluster's certificates. Use tls or "
                         "tls-ucx, or turn dask_autoscale_enabled off")
+    if inp.get("dask_autoscale_by") == "gpu" and inp.get("dask_autoscale_share_gpus") is True:
+        problems.append("dask_autoscale_by=gpu with dask_autoscale_share_gpus=true: clusters take turns on a host's "
+                        "GPUs through its worker unit's start, which takes all of them, while by GPU the unit keeps "
+                        "running; turns per GPU are not built. Use dask_autoscale_by=host to share the GPUs, or "
+                        "give each cluster GPUs of its own (dask_worker_gpus)")
     if not inp.cluster.get("worker_hosts"):
         problems.append("dask_autoscale_enabled with no worker host to scale (dask_cuda_workers, dask_cpu_workers)")
     return problems
@@ -151,4 +195,5 @@ def checks(inp: CheckInput) -> list[str]:
 FEATURE = Feature(name="autoscale", role="dask_autoscale",
                   units=(("autoscaler", "autoscaler"), ("autoscale_agent", "autoscale-agent")),
                   containers=(("autoscaler", "autoscaler"),), host=host, cluster=cluster, checks=checks,
-                  tag="autoscale", teardown="before", filters=(("autoscale_spec", autoscale_spec),))
+                  tag="autoscale", teardown="before",
+                  filters=(("autoscale_spec", autoscale_spec), ("autoscale_released", released)))
