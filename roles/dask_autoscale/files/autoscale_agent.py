@@ -112,9 +112,13 @@ def slots_step(path: str, unit: str, answer: dict[str, object], applied: object)
         pass
     if write_released(path, [str(name) for name in names]):
         now = {str(name) for name in names}
-        print(f"workers released {', '.join(sorted(now - before)) or 'none'}, wanted again "
-              f"{', '.join(sorted(before - now)) or 'none'} (generation {generation}); released now: "
-              f"{', '.join(sorted(now)) or 'none'}", flush=True)
+        if now == before:  # the file was not there (a first start) or was not one the agent writes
+            print(f"{path} written: released now {', '.join(sorted(now)) or 'none'} (generation {generation})",
+                  flush=True)
+        else:
+            print(f"workers released {', '.join(sorted(now - before)) or 'none'}, wanted again "
+                  f"{', '.join(sorted(before - now)) or 'none'} (generation {generation}); released now: "
+                  f"{', '.join(sorted(now)) or 'none'}", flush=True)
     if generation != applied and answer.get("desired") == "up" and not running(unit):
         code = systemctl("start", unit)
         print(f"start {unit}: a worker is wanted up (generation {generation}), systemctl exit {code}", flush=True)
