@@ -77,7 +77,7 @@ Sandbox cluster is up and verified: hosts dask-sched, dask-w1, dask-w2 (docker p
               ansible-playbook -i $inventory site.yml -e dask_autoscale_enabled=true -e dask_autoscale_idle=30,
               then journalctl -u dask-autoscaler on dask-sched; a run without the -e turns it off again.
               Each worker on its own (by GPU): add -e dask_autoscale_by=gpu; the released worker's process stops
-              in its running container (cat /etc/dask/worker-slots/released.json on a worker host).
+              in its running container (cat /var/lib/dask/worker-slots/released.json on a worker host).
               Two clusters taking turns on the hosts: docs/autoscale.md, "Two clusters taking turns on the same
               GPUs", has the two commands for this sandbox
   stop:       make down

@@ -14,13 +14,13 @@ BY_GPU = {"dask_autoscale_enabled": True, "dask_autoscale_by": "gpu"}
 def test_by_gpu_the_worker_container_runs_one_process_per_gpu_under_the_slots_supervisor() -> None:
     built = hosts(probe(), **BY_GPU)
     g1, scale = built["hosts"]["g1"], built["cluster"]["autoscale"]
-    assert scale["per_gpu"] and scale["slots_file"] == "/etc/dask/worker-slots/released.json"
+    assert scale["per_gpu"] and scale["slots_file"] == "/var/lib/dask/worker-slots/released.json"
     worker = spec.worker_spec(built["cluster"], g1, built["settings"])
     argv = worker["argv"]
     assert argv[:5] == ["dask-gpu-worker-slots", "--name", "g1", "--workers", "2"]
     assert argv[argv.index("--control") + 1] == f"{spec.SLOTS_MOUNT}/{spec.SLOTS_FILE}"
     assert argv[argv.index("--") + 1:argv.index("--") + 4] == ["dask", "cuda", "worker"]
-    assert f"/etc/dask/worker-slots:{spec.SLOTS_MOUNT}:ro" in worker["volumes"]
+    assert f"/var/lib/dask/worker-slots:{spec.SLOTS_MOUNT}:ro" in worker["volumes"]
     assert worker["env"]["DASK_HEALTH_FILE"] == spec.SLOTS_HEALTH
     assert worker["gpus"] == "all"  # every GPU's device node in the one container: CUDA IPC between its workers
     told = autoscale.autoscale_spec(built["cluster"])["argv"]

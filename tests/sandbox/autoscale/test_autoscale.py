@@ -391,7 +391,7 @@ def test_prometheus_scrapes_the_autoscaler_and_its_counts(scaled: float) -> None
 # the host's worker container, which keeps running (a CPU worker host here runs one worker: its own name).
 BY_GPU = ("-e", "dask_autoscale_enabled=true", "-e", f"dask_autoscale_idle={IDLE}",
           "-e", f"dask_autoscale_cooldown={COOLDOWN}", "-e", "dask_autoscale_by=gpu")
-SLOTS_FILE = "/etc/dask/worker-slots/released.json"
+SLOTS_FILE = "/var/lib/dask/worker-slots/released.json"
 
 
 def released_workers(host: str) -> list[str]:
@@ -401,17 +401,18 @@ def released_workers(host: str) -> list[str]:
 
 def worker_processes(host: str) -> tuple[int, int]:
     """(dask-gpu-worker-slots processes, Dask worker processes) in the host's worker container."""
-    rows = live.on_host(host, "docker", "top", WORKER, "-o", "args").stdout.splitlines()[1:]
-    slots = [row for row in rows if "dask-gpu-worker-slots" in row]
-    workers = [row for row in rows if "dask-gpu-worker-slots" not in row and "dask worker" in row]
+    rows = live.on_host(host, "docker", "top", WORKER, "-o", "pid,args").stdout.splitlines()[1:]
+    # The processes themselves (/opt/dask/bin/...), not tini's line, which names the command after `--`.
+    slots = [row for row in rows if "bin/dask-gpu-worker-slots" in row]
+    workers = [row for row in rows if "bin/dask-gpu-worker-slots" not in row and "bin/dask worker" in row]
     return len(slots), len(workers)
 
 
 def test_by_gpu_a_worker_goes_and_comes_back_while_its_unit_runs(scaled: float) -> None:
     """With dask_autoscale_by=gpu the idle worker's process stops inside its host's worker container (the unit stays
     active, the agent's file names it), a rerun of site.yml leaves that alone (changed=0, the released worker not
-    waited for), waiting work starts it again with exact answers, and turning it back to hosts restores the
-    host's unit as it was."""
+    waited for), a change that rolls the workers keeps it released, waiting work starts it again with exact answers,
+    and turning it back to hosts restores the host's unit as it was."""
     run = live.playbook("site.yml", *BY_GPU, timeout=1500)
     assert run.returncode == 0, run.stdout[-4000:]
     for host in live.WORKERS:
@@ -438,6 +439,13 @@ def test_by_gpu_a_worker_goes_and_comes_back_while_its_unit_runs(scaled: float) 
     counts = {name: count["changed"] for name, count in live.recap(rerun.stdout).items()}
     assert set(counts) >= {live.SCHEDULER, *live.WORKERS} and not any(counts.values()), counts
     assert released_workers(host) == [host] and worker_processes(host) == (1, 0), "site.yml started the released worker"
+
+    # A change that rolls the workers: the released worker is not waited for, and stays released in the new container.
+    rolled = live.playbook("site.yml", *BY_GPU, "-e", "dask_worker_death_timeout=61", timeout=1500)
+    assert rolled.returncode == 0, rolled.stdout[-4000:]
+    assert "Rolling restart of" in " ".join(rolled.stdout.split()), rolled.stdout[-3000:]
+    assert released_workers(host) == [host] and worker_processes(host) == (1, 0), "the roll started the released worker"
+    assert "--death-timeout 61" in " ".join(live.unit_property(host, WORKER, "ExecStart").split()).replace('"', "")
 
     seconds_per_task = TASK_SECONDS
 

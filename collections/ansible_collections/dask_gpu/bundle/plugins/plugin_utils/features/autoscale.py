@@ -82,8 +82,9 @@ def turn_files(inp: ClusterInput) -> dict[str, str]:
 
 def slots_dir(settings: Mapping[str, Any]) -> str:
     """On a worker host with dask_autoscale_by: gpu, the folder of the agent's file of released workers (mounted
-    read-only in the worker container, spec.SLOTS_MOUNT)."""
-    return f"{cluster_paths(settings)['config']}/worker-slots"
+    read-only in the worker container, spec.SLOTS_MOUNT): run-time state, in the data folder, not among the files
+    the converge's record checks (the agent changes it between runs)."""
+    return f"{cluster_paths(settings)['data']}/worker-slots"
 
 
 def slots_files(settings: Mapping[str, Any]) -> dict[str, str]:
