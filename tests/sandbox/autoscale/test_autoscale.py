@@ -411,8 +411,9 @@ def worker_processes(host: str) -> tuple[int, int]:
 def test_by_gpu_a_worker_goes_and_comes_back_while_its_unit_runs(scaled: float) -> None:
     """With dask_autoscale_by=gpu the idle worker's process stops inside its host's worker container (the unit stays
     active, the agent's file names it), a rerun of site.yml leaves that alone (changed=0, the released worker not
-    waited for), a change that rolls the workers keeps it released, waiting work starts it again with exact answers,
-    and turning it back to hosts restores the host's unit as it was."""
+    waited for), a change that rolls the workers keeps it released, verify.yml starts it for its run and it goes again,
+    waiting work starts it again with exact answers, and turning it back to hosts restores the host's unit as it
+    was."""
     run = live.playbook("site.yml", *BY_GPU, timeout=1500)
     assert run.returncode == 0, run.stdout[-4000:]
     for host in live.WORKERS:
@@ -446,6 +447,13 @@ def test_by_gpu_a_worker_goes_and_comes_back_while_its_unit_runs(scaled: float) 
     assert "Rolling restart of" in " ".join(rolled.stdout.split()), rolled.stdout[-3000:]
     assert released_workers(host) == [host] and worker_processes(host) == (1, 0), "the roll started the released worker"
     assert "--death-timeout 61" in " ".join(live.unit_property(host, WORKER, "ExecStart").split()).replace('"', "")
+
+    # verify.yml needs every worker: its floor starts the released one (the agent's file), and lifts at its end.
+    verify = live.playbook("playbooks/verify.yml", *BY_GPU, "-e", "dask_worker_death_timeout=61", timeout=900)
+    assert verify.returncode == 0, verify.stdout[-4000:]
+    assert f"starting the released workers ({host}: 1)" in " ".join(verify.stdout.split()), verify.stdout[-3000:]
+    live.wait_until(lambda: released_workers(host) == [host] and worker_processes(host) == (1, 0), IDLE + COOLDOWN + 40,
+                    f"{host}'s worker released again after verify.yml")
 
     seconds_per_task = TASK_SECONDS
 
