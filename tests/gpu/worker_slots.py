@@ -42,11 +42,9 @@ def gpu_count() -> int:
     return len([line for line in out.splitlines() if line.startswith("GPU ")])
 
 
-CPU = False  # --cpu: the rehearsal without a GPU
-
-
-def readings(indices: list[int]) -> dict[str, Any]:
-    if CPU:
+def readings(indices: list[int], cpu: bool) -> dict[str, Any]:
+    """NVML's reading of each GPU; none with --cpu (the rehearsal without a GPU)."""
+    if cpu:
         return {str(index): {"memory_used_mib": 0, "processes": [], "source": "none (--cpu)"} for index in indices}
     return {str(index): nvml(index) for index in sorted(set(indices))}
 
@@ -77,8 +75,6 @@ def main() -> int:  # noqa: PLR0915 (one scenario, step after step)
     parse.add_argument("--idle", type=int, default=5)
     parse.add_argument("--cpu", action="store_true", help="rehearse without a GPU")
     args = parse.parse_args()
-    global CPU  # noqa: PLW0603 (one switch for the whole run)
-    CPU = args.cpu
     count = 1 if args.cpu else gpu_count()
     module = "numpy" if args.cpu else "cupy"
     gpus = args.gpus or (",".join(str(index) for index in range(count)) if count > 1 else "0,0")
@@ -91,7 +87,7 @@ def main() -> int:  # noqa: PLR0915 (one scenario, step after step)
     names = [f"gpu-box-{index}" for index in range(len(entries))]
     result: dict[str, Any] = {"gpus": gpus, "machine_gpus": count, "pool": args.pool, "idle_s": args.idle,
                               "stand_in_two_gpus": len(set(entries)) < len(entries), "readings": {}}
-    result["readings"]["baseline"] = readings(indices)
+    result["readings"]["baseline"] = readings(indices, args.cpu)
     (work / "slots").mkdir()
     control = work / "slots" / "released.json"
     (work / "units").mkdir()
@@ -127,7 +123,7 @@ def main() -> int:  # noqa: PLR0915 (one scenario, step after step)
             for name in names:
                 answer = client.submit(gpu_sum, n, module, workers=[workers[name]], pure=False).result(120)
                 assert answer == (expected, name), answer
-            result["readings"]["all_up"] = readings(indices)
+            result["readings"]["all_up"] = readings(indices, args.cpu)
             scaler = spawn([sys.executable, "-m", "dask_gpu_verify.autoscale", "--scheduler", address, "--host",
                             f"gpu-box,127.0.0.1,{len(entries)}", "--by", "gpu", "--minimum", "1", "--maximum",
                             str(len(entries)), "--idle", str(args.idle), "--cooldown", "1", "--step-down", "1",
@@ -153,14 +149,14 @@ def main() -> int:  # noqa: PLR0915 (one scenario, step after step)
             wait_for(lambda: sorted(client.scheduler_info(n_workers=-1)["workers"][a]["name"]
                                     for a in client.scheduler_info(n_workers=-1)["workers"]) == names[:1], 60,
                      "the released workers gone from the scheduler")
-            settle = 0.0 if CPU else wait_for(
-                lambda: sum(len(r["processes"]) for r in readings(indices).values()) == len(set(indices))
+            settle = 0.0 if args.cpu else wait_for(
+                lambda: sum(len(r["processes"]) for r in readings(indices, args.cpu).values()) == len(set(indices))
                 if result["stand_in_two_gpus"] else all(not nvml(index)["processes"] for index in indices[1:]), 60,
                 "the released workers' processes gone from their GPUs")
             result["idle_to_released_s"] = round(time.monotonic() - idle_from, 1)
             result["process_gone_after_file_s"] = round(settle, 1)
             time.sleep(2)
-            result["readings"]["released"] = readings(indices)
+            result["readings"]["released"] = readings(indices, args.cpu)
             kept = client.submit(gpu_sum, n, module, pure=False).result(120)
             assert kept == (expected, names[0]), kept
             result["kept_worker_computes"] = True
@@ -180,13 +176,13 @@ def main() -> int:  # noqa: PLR0915 (one scenario, step after step)
                 answer = client.submit(gpu_sum, n, module, workers=[workers[name]], pure=False).result(120)
                 assert answer == (expected, name), answer
             result["work_to_answer_s"] = round(time.monotonic() - started, 1)
-            result["readings"]["scaled_up"] = readings(indices)
+            result["readings"]["scaled_up"] = readings(indices, args.cpu)
             result["answers_exact"] = True
         supervisor.send_signal(signal.SIGTERM)  # as docker stop's SIGTERM reaches it through tini: it alone
         result["supervisor_exit"] = supervisor.wait(timeout=60)
-        if not CPU:
+        if not args.cpu:
             wait_for(lambda: all(not nvml(index)["processes"] for index in indices), 60, "no process left at the end")
-        result["readings"]["stopped"] = readings(indices)
+        result["readings"]["stopped"] = readings(indices, args.cpu)
     finally:
         for proc in reversed(procs):
             stop(proc)
@@ -199,7 +195,7 @@ def main() -> int:  # noqa: PLR0915 (one scenario, step after step)
     result["slots"] = [line for line in (work / "slots.log").read_text().splitlines() if line.startswith("[slots]")]
     base, up, gone_reading = (result["readings"][key] for key in ("baseline", "all_up", "released"))
     result["checks"] = checks(base, up, gone_reading, result, indices)
-    if CPU:  # no GPU readings to judge: the rehearsal checks the steps and the answers
+    if args.cpu:  # no GPU readings to judge: the rehearsal checks the steps and the answers
         result["checks"] = {key: result["checks"][key] for key in ("answers_exact", "supervisor_exit_0")}
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({key: value for key, value in result.items() if key != "logs"}, indent=1))

@@ -15,6 +15,9 @@ def test_by_gpu_the_worker_container_runs_one_process_per_gpu_under_the_slots_su
     built = hosts(probe(), **BY_GPU)
     g1, scale = built["hosts"]["g1"], built["cluster"]["autoscale"]
     assert scale["per_gpu"] and scale["slots_file"] == "/var/lib/dask/worker-slots/released.json"
+    # One of the cluster's folders on a worker host (made by its record, removed with a tree by teardown).
+    assert {"path": "/var/lib/dask/worker-slots", "owner": 0, "group": 0, "mode": "0755",
+            "remove": "tree"} in g1["folders"]
     worker = spec.worker_spec(built["cluster"], g1, built["settings"])
     argv = worker["argv"]
     assert argv[:5] == ["dask-gpu-worker-slots", "--name", "g1", "--workers", "2"]
@@ -32,6 +35,7 @@ def test_by_host_the_worker_runs_as_before_and_an_excluded_gpu_gets_no_slot() ->
     worker = spec.worker_spec(built["cluster"], built["hosts"]["g1"], built["settings"])
     assert worker["argv"][:3] == ["dask", "cuda", "worker"] and "DASK_HEALTH_FILE" not in worker["env"]
     assert "--by" not in autoscale.autoscale_spec(built["cluster"])["argv"]
+    assert not [folder for folder in built["hosts"]["g1"]["folders"] if folder["path"].endswith("/worker-slots")]
     unfit = hosts(probe(**{UUID1: {"healthy": False, "problems": ["ECC"]}}), **BY_GPU)
     argv = spec.worker_spec(unfit["cluster"], unfit["hosts"]["g1"], unfit["settings"])["argv"]
     assert argv[argv.index("--workers") + 1] == "1"

@@ -9,6 +9,7 @@ import runpy
 from pathlib import Path
 from typing import Any
 
+import pytest
 from dask_gpu_verify.autoscale import Service
 from dask_gpu_verify.autoscale_policy import DOWN, Config, Decision, Host, apply, per_gpu
 
@@ -42,12 +43,14 @@ def test_an_agent_is_told_its_workers_and_metrics_count_them_per_host(tmp_path: 
     assert service(tmp_path, by="host").state.desired == {"g1": "up", "g2": "up"}  # the other unit: all up again
 
 
-def test_the_agent_writes_the_released_workers_once_per_change(tmp_path: Path, capsys: Any) -> None:
+def test_the_agent_writes_the_released_workers_once_per_change(tmp_path: Path, capsys: Any,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     path = str(tmp_path / "released.json")
-    agent = dict(AGENT)
+    agent = AGENT  # a copy of the script's globals; its functions look names up in their own
+    scope = agent["slots_step"].__globals__
     started: list[str] = []
-    agent["slots_step"].__globals__["running"] = lambda unit: False  # stand-in: the unit is not running
-    agent["slots_step"].__globals__["systemctl"] = lambda action, unit: started.append(f"{action} {unit}") or 0
+    monkeypatch.setitem(scope, "running", lambda unit: False)  # stand-in: the unit is not running
+    monkeypatch.setitem(scope, "systemctl", lambda action, unit: started.append(f"{action} {unit}") or 0)
     answer = {"desired": "up", "released": ["g1-1"], "generation": 3}
     assert agent["slots_step"](path, "dask-worker", answer, None) == 3
     assert json.loads(Path(path).read_text()) == {"released": ["g1-1"]} and started == ["start dask-worker"]

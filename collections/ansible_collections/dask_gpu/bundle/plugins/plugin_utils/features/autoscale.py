@@ -31,6 +31,11 @@ def state_dir(settings: Mapping[str, Any]) -> str:
     return f"{cluster_paths(settings)['data']}/autoscale"
 
 
+def per_gpu(settings: Mapping[str, Any]) -> bool:
+    """Whether each worker (GPU) is a unit of scale of its own (dask_autoscale_by gpu), not its whole host."""
+    return enabled(settings) and settings.get("dask_autoscale_by") == "gpu"
+
+
 def sharing(settings: Mapping[str, Any]) -> bool:
     """Whether the cluster takes turns on its worker hosts' GPUs with other clusters that share them too."""
     return enabled(settings) and settings.get("dask_autoscale_share_gpus") is True
@@ -49,7 +54,7 @@ def turns(inp: HostInput) -> list[str]:
 def host(inp: HostInput) -> dict[str, Any]:
     """The scheduler host's port for the agents, and the autoscaler's state folder there; on a worker host of a
     cluster that shares its GPUs, what its workers take turns on (and the claim that lets another sharing cluster
-    claim the same GPUs)."""
+    claim the same GPUs); by GPU, the folder of the agent's file of released workers (teardown removes it)."""
     keys = turns(inp)
     # What the last run left here (this cluster's record, as the run began): turns taken on a worker host. A run that
     # stops sharing gives them up only where they were taken.
@@ -58,8 +63,10 @@ def host(inp: HostInput) -> dict[str, Any]:
     # Written on every host, true or false: a record is merged key by key, so a mark left from an earlier run would
     # let another sharing cluster claim GPUs this one no longer takes turns on.
     shared: dict[str, Any] = {**before, "claims": {"share_gpus": bool(keys)}, **({"turns": keys} if keys else {})}
+    slots = ([{"path": slots_dir(inp.settings), "owner": 0, "group": 0, "mode": "0755", "remove": "tree"}]
+             if per_gpu(inp.settings) and inp.model.get("worker") and not inp.model.get("retired") else [])
     if not enabled(inp.settings) or not inp.model.get("scheduler"):
-        return shared
+        return {**shared, "folders": slots} if slots else shared
     uid, gid = int(inp.settings["dask_container_uid"]), int(inp.settings["dask_container_gid"])
     data = cluster_paths(inp.settings)["data"]
     made = [] if inp.model.get("worker") else [{"path": data, "owner": 0, "group": 0, "mode": "0755",
@@ -67,7 +74,7 @@ def host(inp: HostInput) -> dict[str, Any]:
     return {**shared, "ports": {"dask_autoscale_port": span(int(inp.settings["dask_autoscale_port"])),
                                 "dask_autoscale_metrics_port": span(int(inp.settings["dask_autoscale_metrics_port"]))},
             "folders": made + [{"path": state_dir(inp.settings), "owner": uid, "group": gid, "mode": "0750",
-                                "remove": "tree"}]}
+                                "remove": "tree"}] + slots}
 
 
 def turn_files(inp: ClusterInput) -> dict[str, str]:
@@ -97,7 +104,6 @@ def cluster(inp: ClusterInput) -> dict[str, Any]:
     if not enabled(settings):
         return {"autoscale": {"enabled": False, "share_gpus": False, "by": "host", "per_gpu": False, **files,
                               "state_dir": state_dir(settings)}}
-    by = str(settings.get("dask_autoscale_by") or "host")
     counts = dict(model["workers_per_host"])
     maximum = settings.get("dask_autoscale_maximum")
     scheduler_ip = model["hosts"].get(inp.scheduler, "")
@@ -115,7 +121,7 @@ def cluster(inp: ClusterInput) -> dict[str, Any]:
         "share_gpus": sharing(settings), **files,
         # The unit of scale: a worker host (its unit started and stopped), or each worker (GPU) on its own
         # (dask-gpu-worker-slots in the host's worker container, which keeps running).
-        "by": by, "per_gpu": by == "gpu",
+        "by": "gpu" if per_gpu(settings) else "host", "per_gpu": per_gpu(settings),
         "hosts": [{"name": name, "address": model["hosts"].get(name, ""), "workers": counts[name]}
                   for name in model["worker_hosts"]]}}
 
