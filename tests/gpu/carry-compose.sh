@@ -14,12 +14,17 @@
 # CONTAINERS_ONLY=1 packs only what tests/gpu/proofs.py's container proof needs (bin/ without docker-compose and
 # docker-proxy, no iptables: 36 MB) and adds ansible-core and resolvelib to .whl/ (the renders on the machine), so one
 # call carries the tree, .whl/, .dockerbin/ and .gpucerts/ (tests/gpu/README.md).
+# Reproducible (issues 63, 65): the same .deb files and wheels make the same docker-trixie.tar.xz and .whl/ byte for byte
+# (wheels-lib.sh's reproducible_tar, single-threaded xz); the carry folders are ignored through info/exclude.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+export LC_ALL=C
+# shellcheck source=tests/gpu/wheels-lib.sh
+. tests/gpu/wheels-lib.sh
 tmp=/var/tmp/carry-compose
 rm -rf "$tmp"; mkdir -p "$tmp/parts" "$tmp/lists/partial" "$tmp/debs" "$tmp/x" "$tmp/stage/bin" \
   "$tmp/stage/iptables/sbin" "$tmp/stage/iptables/lib" "$tmp/stage/iptables/xtables"
-for p in /.whl/ /.dockerbin/; do grep -qx "$p" .git/info/exclude 2>/dev/null || echo "$p" >> .git/info/exclude; done
+exclude_carry_folders
 
 src=/etc/apt/sources.list.d/debian.sources
 [ -f "$src" ] || { echo "carry-compose: no $src (deb822 Debian sources) to derive a trixie list from" >&2; exit 1; }
@@ -46,12 +51,12 @@ for p in "${pkgs[@]:0:10}"; do dpkg-deb -f "$tmp"/debs/"${p}"_*.deb Package Vers
 cat "$s/VERSIONS"
 if [ "${NO_PACK:-0}" != 1 ]; then
   mkdir -p .dockerbin
-  tar -C "$s" -cf - . | xz -9e --lzma2=dict=256MiB -T1 > .dockerbin/docker-trixie.tar.xz
+  # xz's output is fixed by its input and options, and by the thread count in multithreaded mode: -T1 is
+  # single-threaded, so the same stage gives the same bytes with the same xz version on any machine.
+  reproducible_tar "$s" . | xz -9e --lzma2=dict=256MiB -T1 > .dockerbin/docker-trixie.tar.xz
   ls -l .dockerbin/docker-trixie.tar.xz
 fi
 
-# shellcheck source=tests/gpu/wheels-lib.sh
-. tests/gpu/wheels-lib.sh
 rm -rf .whl; mkdir -p .whl
 mapfile -t specs < <(pinned_specs images/pins/rapids-26.10-cuda13.txt dask distributed dask-cuda rapids-dask-dependency \
   tornado zict tblib partd locket nvtx bokeh xyzservices pyyaml packaging)
