@@ -301,6 +301,7 @@ def test_bad_input_is_rejected_with_a_clear_message(tmp_path: Path, case: Case) 
 # GPU hosts: the probe queries a replay of a real 2 x H200 machine's nvidia-smi (tests/inventory/fixtures/).
 SMI = str(Path(__file__).resolve().parent / "fixtures" / "nvidia-smi")
 H200_UUID_1 = "GPU-a5a3d0c8-e07b-3948-f39d-210d64cd64d1"
+SMI_QUERY = Path(__file__).resolve().parent / "fixtures" / "h200x2-nvidia-smi-query.csv"
 
 
 def gpu_host(**variables: Any) -> dict[str, dict[str, Any]]:
@@ -324,6 +325,21 @@ def test_a_gpu_selection_by_index_and_uuid_passes(tmp_path: Path) -> None:
 
 def test_cdi_with_a_gpu_selection_passes(tmp_path: Path) -> None:
     result = run_check(tmp_path, inventory(gpu_host(dask_worker_gpus=["1"], dask_worker_gpu_request="cdi"),
+                                           {"dask_cuda_major": "13"}))
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
+def test_a_cdi_spec_you_provide_passes(tmp_path: Path) -> None:
+    """A spec of the fixture's two GPUs (as nvidia-ctk cdi generate names them), read by the toolkit's probe."""
+    uuids = [line.split(", ")[1] for line in SMI_QUERY.read_text().splitlines()]
+    devices = [{"name": name, "containerEdits": {"deviceNodes": [{"path": f"/dev/nvidia{index}"}]}}
+               for index, uuid in enumerate(uuids) for name in (str(index), uuid)]
+    devices.append({"name": "all", "containerEdits": {"deviceNodes": [{"path": f"/dev/nvidia{index}"}
+                                                                      for index in range(len(uuids))]}})
+    spec = tmp_path / "site-gpus.yaml"
+    spec.write_text(yaml.safe_dump({"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": devices}))
+    result = run_check(tmp_path, inventory(gpu_host(dask_worker_gpus=["1"], dask_worker_gpu_request="cdi",
+                                                    nvidia_container_toolkit_cdi_spec=str(spec)),
                                            {"dask_cuda_major": "13"}))
     assert result.returncode == 0, result.stdout[-3000:]
 
@@ -382,6 +398,15 @@ GPU_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, list[str]]] = 
     ("polars on CPU workers", {"dask_scheduler": {"s1": {}}, "dask_cuda_workers": {"g1": {"gpu_facts_nvidia_smi": SMI}},
                                "dask_cpu_workers": {"c1": {}}}, POLARS,
      ["host c1: runs CPU workers, but dask_image_profile=polars"]),
+    # The toolkit's probe (roles/nvidia_container_toolkit/tasks/probe.yml) reads this machine: no CDI spec there.
+    ("a CDI spec you provide that is not there",
+     gpu_host(dask_worker_gpu_request="cdi", nvidia_container_toolkit_cdi_spec="/nonexistent/dask-gpu-test/gpus.yaml"),
+     None, ["host g1: nvidia_container_toolkit_cdi_spec (\"/nonexistent/dask-gpu-test/gpus.yaml\") is not a file on "
+            "this host"]),
+    # (Where this machine has the toolkit, the host is not marked installed where it is not.)
+    *([("a toolkit marked installed where it is not", gpu_host(nvidia_container_toolkit_source="installed"), None,
+        ["host g1: nvidia_container_toolkit_source=installed, but this host has no nvidia-ctk",
+         "marked installed where it is not"])] if shutil.which("nvidia-ctk") is None else []),
 ]
 
 
