@@ -5,6 +5,7 @@ its steps. Counts, ports and addresses come from the rendered model and specs (t
 wheels are installed by tests/gpu/carried.py; the container side is tests/gpu/containers.py.
 
     python3 tests/gpu/proofs.py --out OUT [--budget 540] processes bench containers compare
+    python3 tests/gpu/proofs.py --out OUT [--cpu] gpuhost [--steps host,site,verify,...]
 
 processes   the units' scheduler and worker command lines as processes; dask-gpu-verify as verify.yml runs it, the
             gather probe and each worker's /metrics probe
@@ -13,6 +14,10 @@ bench       dask-gpu-bench as playbooks/benchmark.yml runs it (its spec), as a p
 containers  the units' own docker lines under Docker with CDI; the containers inspected, the images' healthcheck,
             the verify and bench clients as containers, the gather and /metrics probes. STAND-INs: the image
             (tests/gpu/standin-image.sh) and the CDI spec (tests/gpu/cdi-standin.sh for nvidia-ctk)
+gpuhost     issue 65: a GPU host of our own (tests/gpu/gpuhost.py): the sandbox's host image with systemd, sshd and
+            Docker, given the GPU; site.yml, verify.yml, benchmark.yml, a rerun, a rolling change, the autoscaler by
+            GPU, monitoring and teardown.yml run against it by Ansible on the machine, each step timed. --steps picks
+            some (host first, once a warm machine); --cpu rehearses it on a machine without a GPU
 compare     issue 42: the same settings as processes and as containers at once on the same GPUs, workloads
             interleaved round by round (order swapped every round); then containers with another /dev/shm
             (dask_worker_shm_size) against the same processes. Ratios: processes' time / containers' time (>= 1:
@@ -42,6 +47,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import carried  # noqa: E402 - beside this script
 import containers  # noqa: E402
+import gpuhost  # noqa: E402
 import harness  # noqa: E402
 import units  # noqa: E402
 
@@ -71,6 +77,8 @@ PROOFS = {
     "bench": Proof("bench", {**CDI, **ports(1)}, "processes", ("bench",), 150, bench=True),
     "containers": Proof("containers", {**CDI, **ports(2)}, "containers",
                         ("inspect", "healthcheck", "verify", "gather", "metrics", "bench"), 200, bench=True),
+    # The inventory is gpuhost.inventory(): a user's, for an offline GPU server with the vendor's Docker and toolkit.
+    "gpuhost": Proof("gpuhost", {}, "host", tuple(gpuhost.STEPS), 0),
 }
 
 
@@ -276,7 +284,10 @@ def start(run: Run, name: str, kind: str) -> harness.Cluster | None:
     return cluster
 
 
-def prove(run: Run, proof: Proof) -> None:
+def prove(run: Run, proof: Proof, steps: list[str], cpu: bool) -> None:
+    if proof.runner == "host":
+        gpuhost.prove(gpuhost.Host(run.out, cpu, run.record), steps or list(proof.steps))
+        return
     if run.left() < proof.need_s:
         run.record({"run": proof.name, "skipped": f"{run.left():.0f} s left, needs about {proof.need_s:.0f}"})
         return
@@ -364,6 +375,16 @@ def summary(run: Run) -> str:
         outcome = "skipped" if "skipped" in row else ("PASS" if row.get("passed") else "FAIL")
         details = {k: v for k, v in row.items() if k not in ("at_s", "run", "passed", "tail", "lines")}
         lines.append(f"| {row['run']} | {outcome} | {row['at_s']} | {json.dumps(details)[:400]} |")
+    hosted = [row for row in run.rows if row["run"].startswith("gpuhost/")]
+    if hosted:
+        lines += ["", "The GPU host (tests/gpu/gpuhost.py), each step as a user runs it:", "",
+                  "| step | command | wall s | result | figures |", "| --- | --- | --- | --- | --- |"]
+        for row in hosted:
+            figures = {k: row[k] for k in gpuhost.FIGURES if row.get(k) not in (None, "", [], {})}
+            changed = {host: r["changed"] for host, r in (row.get("recap") or {}).items()}
+            lines.append(f"| {row['run'].split('/')[1]} | `{row.get('command', '')}` | "
+                         f"{row.get('wall_s', row['step_s'])} | {'PASS' if row.get('passed') else 'FAIL'} | "
+                         f"{json.dumps({**({'changed': changed} if changed else {}), **figures})[:500]} |")
     ratios = [row for row in run.rows if row.get("kind") == "ratio"]
     if ratios:
         lines += ["", "Containers against processes, interleaved on the same GPU (processes' median / containers' "
@@ -380,7 +401,9 @@ def machine_settings() -> dict[str, Any]:
     return {} if hard == resource.RLIM_INFINITY or hard >= 1048576 else {"dask_container_nofile": hard}
 
 
-def machine() -> dict[str, Any]:
+def machine(cpu: bool = False) -> dict[str, Any]:
+    if cpu:
+        return {"gpus": [], "cpus": os.cpu_count(), "python": sys.version.split()[0], "kernel": os.uname().release}
     query = subprocess.run(["nvidia-smi", "--query-gpu=index,name,uuid,memory.total,driver_version",
                             "--format=csv,noheader"], capture_output=True, text=True, check=True).stdout
     return {"gpus": query.strip().splitlines(), "cpus": os.cpu_count(), "python": sys.version.split()[0],
@@ -395,13 +418,17 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=COMPARE.rounds, help="compare: rounds per containers variant")
     parser.add_argument("--against", default=",".join(COMPARE.against),
                         help=f"compare: the containers variants, comma-separated (default {','.join(COMPARE.against)})")
+    parser.add_argument("--steps", default="", help=f"gpuhost: its steps, comma-separated (default all: "
+                        f"{','.join(gpuhost.STEPS)})")
+    parser.add_argument("--cpu", action="store_true", help="gpuhost: rehearse without a GPU (this machine's Docker and "
+                        "Python environment, CPU workers)")
     parser.add_argument("--standin-extra-roots", default="",
                         help="distributions the stand-in image copies beyond the lean profile's (cuDF's, say)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(WORK, ignore_errors=True)
     (WORK / "logs").mkdir(parents=True)
-    changes, account = carried.prepare(set())
+    changes, account = ({}, "none: --cpu uses this Python environment") if args.cpu else carried.prepare(set())
     os.environ.update(changes)
     with_cudf = "rapids " in account
     run = Run(args.out, args.budget, args.standin_extra_roots or (CUDF_ROOTS if with_cudf else ""))
@@ -411,7 +438,7 @@ def main() -> int:
     # With cuDF: the full profile, whose scheduler container gets a GPU (it unpickles cuDF objects; without one cuDF
     # fails "Failed to dlopen libcuda.so.1" there, results/proofs-h200-cudf/).
     needs = {**machine_settings(), **({"dask_image_profile": "full"} if with_cudf else {})}
-    run.record({"run": "machine", **machine(), "settings": needs})
+    run.record({"run": "machine", **machine(args.cpu), "settings": needs})
     # The compare's two clusters share the GPUs at once: the full profile's auto pool (0.8 of each GPU) would leave the
     # second too little to make its own, so both sides run without one (the same on either side: the ratio holds).
     shared = {"dask_worker_rmm_pool_size": ""} if with_cudf else {}
@@ -419,23 +446,24 @@ def main() -> int:
     plan = Comparison({**COMPARE.base, **shared}, against, {**COMPARE.workloads, **(FRAMES if with_cudf else {})},
                       args.rounds)
     variants = {name: ({**PROOFS[name].settings, **needs}, PROOFS[name].bench) for name in args.proofs
-                if name in PROOFS}
+                if name in PROOFS and PROOFS[name].runner != "host"}
     if "compare" in args.proofs:
         variants["compare-processes"] = ({**plan.base, **needs}, False)
         variants.update({f"compare-{name}": ({**settings, **needs}, False) for name, settings in plan.against.items()})
     try:
-        with ThreadPoolExecutor(len(variants)) as pool:  # each ansible-playbook run takes seconds on its own
+        with ThreadPoolExecutor(max(1, len(variants))) as pool:  # each ansible-playbook run takes seconds on its own
             futures = {name: pool.submit(harness.render, name, settings, WORK, with_bench)
                        for name, (settings, with_bench) in variants.items()}
             run.rendered = {name: future.result() for name, future in futures.items()}
         run.record({"run": "render", "variants": sorted(run.rendered),
                     "at_s_done": round(time.monotonic() - run.started, 1)})
-        harness.install_tls(WORK)
+        if variants:
+            harness.install_tls(WORK)
         for name in args.proofs:
             if name == "compare":
                 compare(run, plan)
             else:
-                prove(run, PROOFS[name])
+                prove(run, PROOFS[name], [step for step in args.steps.split(",") if step], args.cpu)
     finally:
         if run.docker:
             run.record({"run": "docker-stop", "passed": True, "result": containers.stop_docker()})
@@ -445,6 +473,9 @@ def main() -> int:
             for folder in ("logs", "rendered", "standin"):
                 if (WORK / folder).exists():
                     archive.add(WORK / folder, arcname=folder)
+            for folder in ("logs", "standin"):
+                if (gpuhost.WORK / folder).exists():
+                    archive.add(gpuhost.WORK / folder, arcname=f"gpuhost-{folder}")
     return 1 if any(row.get("passed") is False for row in run.rows) else 0
 
 
