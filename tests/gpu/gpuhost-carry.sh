@@ -8,13 +8,15 @@
 #                read-only when the host starts); its own dockerd, containerd and runc also run the machine's Docker
 #   controller/  for Ansible on the GPU machine: the collections the playbooks use beyond the bundle's own
 #                (community.docker, community.crypto, ansible.posix, from the pinned `ansible` of requirements.txt in
-#                .venv) and the cryptography wheels for the cluster's CA (CPython 3.12)
+#                .venv), the cryptography wheels for the cluster's CA and requests for community.docker's modules on
+#                the controller (the image's export), CPython 3.12, at .venv's versions
 # all in one carry.tar.xz, split into parts of PART_SIZE (56M: one beside the tree; the last beside the tree and .whl/) under .gpuhost/pN/, one device call each; checksums in
 # tests/gpu/results/gpuhost/carry.sha256 (rewritten only when its content changes).
 #
 #   tests/gpu/gpuhost-carry.sh          (root; Docker running: make setup; .venv: make venv)
 #
-# Reproducible: the exported tree and the carry are tarred sorted by name, with one fixed time and numeric owners, and
+# Reproducible: the exported tree and the carry are tarred sorted by name, with one fixed time and numeric owners (the
+# tree's own: its services' folders belong to their users; the carry's root), and
 # xz runs with a fixed thread count (its output then depends only on the input), so the same image and wheels give the
 # same bytes. The image itself follows Debian's archive of the day.
 set -euo pipefail
@@ -22,8 +24,9 @@ cd "$(dirname "$0")/../.."
 out=.gpuhost sums=tests/gpu/results/gpuhost/carry.sha256 image=dask-gpu-host:trixie part_size=${PART_SIZE:-56M}
 grep -qxF "/$out/" .git/info/exclude 2>/dev/null || { mkdir -p .git/info && echo "/$out/" >> .git/info/exclude; }
 step() { printf '[gpuhost-carry %s] %s\n' "$(date +%T)" "$*"; }
-retar() {  # folder -> tar on stdout, the same bytes for the same files
-  tar -C "$1" --sort=name --mtime=@1767225600 --owner=0 --group=0 --numeric-owner \
+retar() {  # folder [tar options] -> tar on stdout, the same bytes for the same files
+  local folder=$1; shift
+  tar -C "$folder" --sort=name --mtime=@1767225600 --numeric-owner "$@" \
     --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime -cf - .
 }
 
@@ -54,7 +57,7 @@ mkdir -p "$work/tree" "$work/carry/controller/collections/ansible_collections" "
 step "rootfs.tar: the image exported, tarred again"
 docker create --name dask-gpu-host-export "$image" /sbin/init >/dev/null
 docker export dask-gpu-host-export | tar -C "$work/tree" --numeric-owner -xpf - --exclude='dev/*'
-retar "$work/tree" > "$work/carry/rootfs.tar"
+retar "$work/tree" > "$work/carry/rootfs.tar"  # the files' own owners: Prometheus' folders are its user's
 rm -rf "$work/tree"
 step "controller/: collections from .venv's ansible, cryptography wheels for CPython 3.12"
 collections=$(.venv/bin/python -c 'import ansible_collections, os; print(list(ansible_collections.__path__)[0])')
@@ -64,13 +67,14 @@ for c in community/docker community/crypto ansible/posix; do
 done
 find "$work/carry/controller/collections" -name __pycache__ -prune -exec rm -rf {} +
 read -r -a pins < <(.venv/bin/python -c 'import importlib.metadata as m
-print(*(f"{n}=={m.version(n)}" for n in ("cryptography", "cffi", "pycparser")))')
+print(*(f"{n}=={m.version(n)}" for n in ("cryptography", "cffi", "pycparser", "requests", "urllib3", "idna",
+                                         "certifi", "charset-normalizer")))')
 .venv/bin/python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_34_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 -d "$work/carry/controller/wheels" "${pins[@]}"
 step "carry.tar.xz (xz -T2), parts of $part_size"
 rm -rf "$out" && mkdir -p "$out"
-retar "$work/carry" | xz -T2 -6 > "$out/carry.tar.xz"
+retar "$work/carry" --owner=0 --group=0 | xz -T2 -6 > "$out/carry.tar.xz"
 (cd "$out" && split -b "$part_size" -d -a 1 carry.tar.xz part-)
 for part in "$out"/part-*; do n=$(( ${part##*-} + 1 )); mkdir -p "$out/p$n"; mv "$part" "$out/p$n/"; done
 new=$(cd "$out" && sha256sum carry.tar.xz p*/part-*)

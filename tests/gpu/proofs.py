@@ -183,6 +183,8 @@ def verify(step: Step) -> dict[str, Any]:
     report.unlink(missing_ok=True)
     done = step.client("verify", 240)
     found = json.loads(report.read_text()) if report.exists() else {}
+    if found:  # the report itself, for comparisons with another runner's (the gpuhost proof's verify.yml)
+        shutil.copyfile(report, step.run.out / f"verify-{step.proof.name}.json")
     return {"passed": done.returncode == 0 and bool(found), "last_line": (done.stdout.strip().splitlines() or [""])[-1],
             "failures": found.get("failures"), "workers": len(found.get("workers") or ()),
             "workload": found.get("workload"),
@@ -286,7 +288,7 @@ def start(run: Run, name: str, kind: str) -> harness.Cluster | None:
 
 def prove(run: Run, proof: Proof, steps: list[str], cpu: bool) -> None:
     if proof.runner == "host":
-        gpuhost.prove(gpuhost.Host(run.out, cpu, run.record), steps or list(proof.steps))
+        gpuhost.prove(gpuhost.Host(run.out, cpu, run.record, run.left), steps or list(proof.steps))
         return
     if run.left() < proof.need_s:
         run.record({"run": proof.name, "skipped": f"{run.left():.0f} s left, needs about {proof.need_s:.0f}"})
@@ -380,10 +382,11 @@ def summary(run: Run) -> str:
         lines += ["", "The GPU host (tests/gpu/gpuhost.py), each step as a user runs it:", "",
                   "| step | command | wall s | result | figures |", "| --- | --- | --- | --- | --- |"]
         for row in hosted:
-            figures = {k: row[k] for k in gpuhost.FIGURES if row.get(k) not in (None, "", [], {})}
+            figures = {k: row[k] for k in (*gpuhost.FIGURES, "skipped") if row.get(k) not in (None, "", [], {})}
             changed = {host: r["changed"] for host, r in (row.get("recap") or {}).items()}
             lines.append(f"| {row['run'].split('/')[1]} | `{row.get('command', '')}` | "
-                         f"{row.get('wall_s', row['step_s'])} | {'PASS' if row.get('passed') else 'FAIL'} | "
+                         f"{row.get('wall_s', row.get('step_s', ''))} | "
+                         f"{'skipped' if 'skipped' in row else 'PASS' if row.get('passed') else 'FAIL'} | "
                          f"{json.dumps({**({'changed': changed} if changed else {}), **figures})[:500]} |")
     ratios = [row for row in run.rows if row.get("kind") == "ratio"]
     if ratios:
