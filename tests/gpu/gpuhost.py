@@ -532,20 +532,22 @@ def step_teardown(host: Host) -> dict[str, Any]:
     time.sleep(2)
     gpu = nvml()
     kept = {"docker_active": on_host("systemctl", "is-active", "docker", check=False).stdout.strip(),
-            "own_image_kept": on_host("docker", "image", "inspect", OWN_IMAGE, check=False).returncode == 0,
+            # the user's image, under the names the bundle gave it on the host (dask-gpu-worker:own-HASH): kept
+            "images_kept": on_host("docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}").stdout.split(),
             "units_left": on_host("sh", "-c", "ls /etc/systemd/system | grep -c '^dask' || true").stdout.strip(),
             "containers_left": on_host("docker", "ps", "-aq").stdout.split()}
     found.update({"nvml_after": gpu, "baseline_mib": host.baseline_mib, **kept})
     clean_gpu = host.cpu or (not gpu.get("processes") and host.baseline_mib is not None
                              and gpu["used_mib"] <= host.baseline_mib + 64)
-    found["passed"] = found["passed"] and clean_gpu and not kept["containers_left"] and kept["units_left"] == "0"
+    found["passed"] = (found["passed"] and clean_gpu and not kept["containers_left"] and kept["units_left"] == "0"
+                       and kept["docker_active"] == "active" and bool(kept["images_kept"]))
     return found
 
 
 # What the summary's table shows of a step, where the step has it.
 FIGURES = ("health_gate_s", "ready_wait_s", "workers", "failures", "against_processes", "noop_tasks_per_s", "workload",
            "memory_back_s", "scale_up_s", "file_after_off", "rolled", "baseline_mib", "nvml_after",
-           "nvml_after_release", "gpu_series", "systemd", "nvidia_smi", "toolkit", "own_image", "error")
+           "nvml_after_release", "gpu_series", "images_kept", "systemd", "nvidia_smi", "toolkit", "own_image", "error")
 
 STEPS: dict[str, Callable[[Host], dict[str, Any]]] = {
     "host": step_host, "site": step_site, "verify": step_verify, "benchmark": step_benchmark, "rerun": step_rerun,
