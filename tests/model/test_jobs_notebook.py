@@ -3,11 +3,14 @@ script, a missing entry point, requirements the cluster's image does not meet), 
 notebook's image packages, folder, port and exposure check."""
 from __future__ import annotations
 
+import hashlib
+import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import extras, jobs
-from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import CheckInput, HostInput
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import CheckInput, ClusterInput, HostInput
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import jobs as job_feature
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import notebook
 
@@ -113,3 +116,62 @@ def test_a_token_file_the_controller_cannot_write_is_refused(tmp_path: Path) -> 
     found = notebook.checks(check(settings))
     assert "dask_controller_dir=" in found[0] and "token" in found[0] and "cannot be written" in found[0], found
     assert notebook.checks(check({**settings, "dask_controller_dir": str(tmp_path / "new" / "artifacts")})) == []
+
+
+EXAMPLES = ROOT / "roles" / "dask_notebook" / "files" / "examples"
+
+
+def found_like_find(folder: Path) -> list[dict[str, Any]]:
+    """What module find returns for the folder (recursive, hidden, any type, sha256 checksums of files)."""
+    return [{"path": str(path), "isdir": path.is_dir(),
+             **({} if path.is_dir() else {"checksum": hashlib.sha256(path.read_bytes()).hexdigest()})}
+            for path in sorted(folder.rglob("*"))]
+
+
+def removed_by_teardown(examples: Path) -> list[str]:
+    """roles/dask_notebook/tasks/examples_absent.yml: the filter's paths removed as module file would."""
+    paths = notebook.examples_removable(found_like_find(examples), str(examples), str(EXAMPLES))
+    for path in map(Path, paths):
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    return paths
+
+
+@pytest.mark.parametrize("name", ["dask", "blue"])
+def test_teardown_removes_the_bundles_examples_and_leaves_the_users_notebooks(tmp_path: Path, name: str) -> None:
+    """Issue 64: a second cluster's teardown left NAME's notebooks/examples. The same rule for every cluster, its
+    folder on or off: the examples as run.yml wrote them go (a checkpoint JupyterLab made of one too), then the
+    examples folder; the user's notebook beside them stays."""
+    settings = {"dask_cluster_name": name, "dask_data_dir": str(tmp_path / name)}
+    off, on = ({**settings, "dask_notebook_enabled": enabled, "dask_notebook_port": 8888} for enabled in (False, True))
+    folder = Path(notebook.cluster(ClusterInput(off, {}, GROUPS, "", "s1", ["s1"]))["notebook"]["dir"])
+    assert str(folder) == notebook.cluster(ClusterInput(on, {}, GROUPS, "", "s1", ["s1"]))["notebook"]["dir"]
+    assert folder == tmp_path / name / "notebooks"
+    examples = folder / "examples"
+    shutil.copytree(EXAMPLES, examples)  # run.yml's copy
+    (examples / ".ipynb_checkpoints").mkdir()
+    shutil.copy(EXAMPLES / "01-arrays.ipynb", examples / ".ipynb_checkpoints" / "01-arrays-checkpoint.ipynb")
+    (folder / "mine.ipynb").write_text("{}")
+    removed_by_teardown(examples)
+    assert sorted(path.name for path in folder.iterdir()) == ["mine.ipynb"]
+
+
+def test_an_example_the_user_changed_or_a_notebook_of_theirs_keeps_the_examples_folder(tmp_path: Path) -> None:
+    examples = tmp_path / "notebooks" / "examples"
+    shutil.copytree(EXAMPLES, examples)
+    checkpoints = examples / ".ipynb_checkpoints"
+    checkpoints.mkdir()
+    shutil.copy(EXAMPLES / "02-dataframes.ipynb", checkpoints / "02-dataframes-checkpoint.ipynb")
+    (examples / "02-dataframes.ipynb").write_text('{"cells": ["changed"]}')
+    (examples / "mine.ipynb").write_text("{}")
+    removed = removed_by_teardown(examples)
+    assert removed == [str(examples / "01-arrays.ipynb"), str(examples / "03-polars.ipynb")], removed
+    # The changed example keeps its checkpoint (JupyterLab's way back to the original).
+    assert sorted(str(path.relative_to(examples)) for path in examples.rglob("*")) == [
+        ".ipynb_checkpoints", ".ipynb_checkpoints/02-dataframes-checkpoint.ipynb", "02-dataframes.ipynb", "mine.ipynb"]
+    (examples / "mine.ipynb").unlink()
+    (examples / "02-dataframes.ipynb").unlink()
+    # The user deleted their changed copy: the checkpoint, the bundle's content, goes, and the folders with it.
+    assert removed_by_teardown(examples)[-1] == str(examples) and not examples.exists()

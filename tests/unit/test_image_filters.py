@@ -1,7 +1,9 @@
 """The images' filters (roles/dask_images): context_files (tasks/build.yml's one-task build context: what Docker would
 send of images/, with contents and modes, nothing .dockerignore leaves out) and apt_new_packages
 (tasks/registry-host.yml: the packages an install of skopeo added, from apt-get's real output, which a teardown
-purges), and the retention filters (tasks/retention.yml: which builds a host keeps, which images may go). The space
+purges), the retention filters (tasks/retention.yml: which builds a host keeps, which images may go) and
+registry_leftovers (tasks/teardown.yml: the registry package's own configuration put back, the bundle's files in its
+folders removed). The space
 filters are tested in test_disk_space.py."""
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from ansible_collections.dask_gpu.bundle.plugins.filter.images import (
     archive_tags,
     context_files,
     image_retention,
+    registry_leftovers,
     retention_removable,
     tagged,
 )
@@ -112,3 +115,27 @@ def test_tags_and_the_names_a_build_host_holds() -> None:
     assert archive_tags([f"{REG}dask-gpu-worker"]) == []
     assert tagged(["b1"], [f"{REG}dask-gpu-scheduler", f"{REG}dask-gpu-worker"]) == sorted(
         build("b1") + build("b1", ""))
+
+
+CONFIG, DROPIN = "/etc/docker/registry/config.yml", "/etc/systemd/system/docker-registry.service.d/dask.conf"
+
+
+def test_teardown_gives_the_registry_package_its_own_configuration_back() -> None:
+    """Issue 64: teardown left the bundle's config.yml, which names the TLS files it removed. The package's own is the
+    oldest of the template's backups (they keep their file's time: the package's from its .deb, the bundle's earlier
+    ones from their writes, whatever the process ids in their names); every backup goes, and the drop-in folder the
+    bundle made when its drop-in is all it holds."""
+    found = [{"path": CONFIG, "mtime": 1_800_000_300.0},
+             {"path": f"{CONFIG}.9.2026-12-07@10:05:00~", "mtime": 1_800_000_100.0},  # the bundle's first config
+             {"path": f"{CONFIG}.120.2026-12-07@10:00:00~", "mtime": 1_683_991_272.0},  # Debian's, 2023-05-13
+             {"path": "/etc/docker/registry/notes.txt", "mtime": 1.0},  # the operator's: no backup
+             {"path": DROPIN, "mtime": 1_800_000_000.0}]
+    assert registry_leftovers(found, CONFIG, DROPIN) == {
+        "restore": f"{CONFIG}.120.2026-12-07@10:00:00~",
+        "remove": [f"{CONFIG}.120.2026-12-07@10:00:00~", f"{CONFIG}.9.2026-12-07@10:05:00~",
+                   "/etc/systemd/system/docker-registry.service.d"]}
+    # An operator's drop-in keeps the folder; no backup, nothing to restore (the bundle's file stays: the unit needs
+    # one).
+    theirs = [{"path": CONFIG, "mtime": 2.0}, {"path": DROPIN, "mtime": 1.0},
+              {"path": "/etc/systemd/system/docker-registry.service.d/limits.conf", "mtime": 1.0}]
+    assert registry_leftovers(theirs, CONFIG, DROPIN) == {"restore": "", "remove": []}

@@ -27,6 +27,7 @@ import pytest
 
 HOSTS = (live.SCHEDULER, *live.WORKERS)
 USER_DATA = "/srv/team-data"  # a folder of the user's, on every worker host, given to blue as dask_data_dir
+BLUE_EXAMPLES = f"{USER_DATA}/notebooks/examples"  # blue's JupyterLab's, on the scheduler host (its data folder's)
 # tests/images/own/build.sh; DASK_SANDBOX_BLUE_OWN_REF: another reference of it (an OCI image with zstd layers in a
 # registry the controller reaches, say: the build host converts it, dask_images_convert_layers)
 OWN_IMAGE = os.environ.get("DASK_SANDBOX_BLUE_OWN_REF") or "dask-own-test:own"
@@ -179,6 +180,9 @@ def test_both_clusters_run_side_by_side_each_with_its_own_names(deployed: dict[s
     record = json.loads(live.on_host(live.WORKERS[0], "cat", "/etc/ansible/facts.d/dask_cluster_blue.fact").stdout)
     made = [entry["path"] for entry in record["folders"]]
     assert USER_DATA not in made and f"{USER_DATA}/worker" in made and "/etc/dask-blue" in made, made
+    if not BLUE_OWN:  # blue's JupyterLab, on the scheduler host, got the bundle's example notebooks
+        example = f"{BLUE_EXAMPLES}/01-arrays.ipynb"
+        assert live.on_host(live.SCHEDULER, "test", "-f", example, check=False).returncode == 0, example
 
 
 def test_each_cluster_verifies(deployed: dict[str, Any]) -> None:
@@ -267,6 +271,8 @@ def test_blue_leaves_while_dask_keeps_working_and_the_users_file_stays(deployed:
             assert live.on_host(host, "test", "-e", path, check=False).returncode == 1, f"{host}: {path} stayed"
         assert live.on_host(host, "test", "-e", "/etc/ansible/facts.d/dask_cluster_dask.fact",
                             check=False).returncode == 0
+    # Its teardown removed the bundle's example notebooks, as the first cluster's does (issue 64).
+    assert live.on_host(live.SCHEDULER, "test", "-e", BLUE_EXAMPLES, check=False).returncode == 1, BLUE_EXAMPLES
     for host in live.WORKERS:
         assert live.on_host(host, "cat", f"{USER_DATA}/results.csv").stdout.strip() == "kept by the user"
         assert live.on_host(host, "test", "-e", f"{USER_DATA}/worker", check=False).returncode == 1

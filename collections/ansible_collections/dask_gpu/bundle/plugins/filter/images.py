@@ -1,9 +1,11 @@
 """Filters of the images' way to the hosts (roles/dask_images): the build context as files for one write, and whether
-a host has room for the archive and the images it loads, and which packages an apt install added."""
+a host has room for the archive and the images it loads, which packages an apt install added, and what teardown puts
+back in the registry package's folders."""
 from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -144,8 +146,25 @@ def apt_new_packages(stdout: str, wanted: str) -> list[str]:
     return sorted(added)
 
 
+def registry_leftovers(found: list[dict[str, Any]], config: str, dropin: str) -> dict[str, Any]:
+    """What teardown does in the registry package's folders, which stay with the package (tasks/teardown.yml), from what
+    module find saw there (every entry of the configuration's folder and of the unit's drop-in folder). `restore`: the
+    package's own configuration, the oldest of the backups the bundle's template made (CONFIG.PID.TIME~; a backup keeps
+    its file's time, so the oldest is what was there before the bundle first wrote the file, later ones are the bundle's
+    earlier configurations), '' when there is none. `remove`: the bundle's files there, every such backup, and the
+    drop-in folder when the bundle's drop-in is all it holds (the bundle made it). Sorted."""
+    backup = re.compile(re.escape(config) + r"\.[0-9]+\.[0-9]{4}-[0-9]{2}-[0-9]{2}@[0-9]{2}:[0-9]{2}:[0-9]{2}~")
+    backups = sorted((entry for entry in found if backup.fullmatch(str(entry.get("path")))),
+                     key=lambda entry: (float(entry.get("mtime", 0)), str(entry["path"])))
+    folder = os.path.dirname(dropin)
+    dropins = [str(entry.get("path")) for entry in found if os.path.dirname(str(entry.get("path"))) == folder]
+    return {"restore": str(backups[0]["path"]) if backups else "",
+            "remove": sorted([str(entry["path"]) for entry in backups] + ([folder] if dropins == [dropin] else []))}
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {"context_files": context_files, "apt_new_packages": apt_new_packages,
                 "space_needs": space_needs, "space_shortfall": space_shortfall, "image_retention": image_retention,
-                "retention_removable": retention_removable, "archive_tags": archive_tags, "tagged": tagged}
+                "retention_removable": retention_removable, "archive_tags": archive_tags, "tagged": tagged,
+                "registry_leftovers": registry_leftovers}

@@ -4,6 +4,7 @@ certificate and the scheduler's address, so `Client()` connects with no argument
 `dask_cluster.notebook`; its checks are the exposure acknowledgement and a host that is a cluster host."""
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -70,13 +71,39 @@ def cluster(inp: ClusterInput) -> dict[str, Any]:
     # The host's folder of JupyterLab's Dask configuration file (removed with its unit when it no longer runs here).
     config_dir = f"{cluster_paths(settings)['config']}/notebook"
     if not enabled(settings):
-        return {"notebook": {"enabled": False, "config_dir": config_dir}}
+        # Its working folder too: teardown removes the bundle's example notebooks there even when it is off now.
+        return {"notebook": {"enabled": False, "config_dir": config_dir, "dir": folder(settings)}}
     where = notebook_host(settings, inp.groups)
     listen = str(settings.get("dask_notebook_listen_address") or "127.0.0.1")
     port = int(settings["dask_notebook_port"])
     return {"notebook": {"enabled": True, "host": where, "listen": listen, "port": port,
                          "url": f"http://{listen}:{port}/lab", "dir": folder(settings),
                          "container_dir": CONTAINER_DIR, "config_dir": config_dir}}
+
+
+def examples_removable(found: list[Mapping[str, Any]], examples: str, source: str) -> list[str]:
+    """What teardown removes of the example notebooks the bundle put in the working folder (run.yml copies the files of
+    `source`, the role's, into `examples` once), given what module find saw under `examples` (recursive, hidden, any
+    type, sha256 checksums): each example still as the bundle wrote it; JupyterLab's checkpoint of it
+    (.ipynb_checkpoints/NAME-checkpoint.ipynb) with that content, once the example goes or is gone; then the checkpoints
+    folder and `examples` when nothing else is in them. A notebook of yours there, or an example you changed, stays, and
+    with it its folder."""
+    bundle = {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+              for path in sorted(Path(source).iterdir()) if path.is_file()}
+    checkpoints = f"{examples}/.ipynb_checkpoints"
+    entries = {str(entry["path"]): entry for entry in found}
+    goes = {f"{examples}/{name}" for name, digest in bundle.items()
+            if entries.get(f"{examples}/{name}", {}).get("checksum") == digest}
+    for name, digest in bundle.items():
+        kept = f"{examples}/{name}" in entries and f"{examples}/{name}" not in goes
+        checkpoint = f"{checkpoints}/{Path(name).stem}-checkpoint{Path(name).suffix}"
+        if not kept and entries.get(checkpoint, {}).get("checksum") == digest:
+            goes.add(checkpoint)
+    removed = sorted(goes, key=lambda path: (-path.count("/"), path))
+    if checkpoints in entries and all(path in goes for path in entries if path.startswith(checkpoints + "/")):
+        goes.add(checkpoints)
+        removed.append(checkpoints)
+    return removed + ([examples] if all(path in goes for path in entries) else [])
 
 
 def token_unwritable(token: Path) -> str:
@@ -157,4 +184,4 @@ FEATURE = Feature(name="notebook", role="dask_notebook", units=(("notebook", "no
                   containers=(("notebook", "notebook"),), host=host, cluster=cluster, checks=checks,
                   tag="notebook", switch="dask_notebook_enabled",
                   requirements="roles/dask_notebook/files/requirements.txt", image_needs=image_needs, teardown="units",
-                  filters=(("notebook_spec", notebook_spec),))
+                  filters=(("notebook_spec", notebook_spec), ("notebook_examples_removable", examples_removable)))
