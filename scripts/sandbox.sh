@@ -74,8 +74,9 @@ Sandbox cluster is up and verified: hosts dask-sched, dask-w1, dask-w2 (docker p
               chromium --headless=new --no-sandbox --screenshot http://127.0.0.1:8888/lab   (or a browser run the same way)
   jobs:       ansible-playbook -i $inventory playbooks/job.yml -e dask_job_script=my_script.py  (docs/jobs.md)
   autoscale:  off (docs/autoscale.md); to turn it on and watch an idle host go and come back:
-              ansible-playbook -i $inventory site.yml -e dask_autoscale_enabled=true -e dask_autoscale_idle=30,
-              then journalctl -u dask-autoscaler on dask-sched; a run without the -e turns it off again.
+              ansible-playbook -i $inventory site.yml -e dask_autoscale_enabled=true -e dask_autoscale_idle=30 -e dask_autoscale_cooldown=10
+              then journalctl -u dask-autoscaler on dask-sched: the first release comes the idle time plus the cooldown
+              after the run (40 s with these; the cooldown is 120 s by default); a run without the -e turns it off again.
               Each worker on its own (by GPU): add -e dask_autoscale_by=gpu; the released worker's process stops
               in its running container (cat /var/lib/dask/worker-slots/released.json on a worker host).
               Two clusters taking turns on the hosts: docs/autoscale.md, "Two clusters taking turns on the same
