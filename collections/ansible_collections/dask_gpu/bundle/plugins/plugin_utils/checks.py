@@ -32,6 +32,8 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.options import (
     SpecError,
     as_bool,
     as_int,
+    as_mapping,
+    as_sequence,
     cluster_scoped,
     option_constraint,
     parse_size,
@@ -57,14 +59,6 @@ MANAGED_FLAGS = ("--host", "--port", "--protocol", "--interface", "--listen-addr
 GROUP_NAMES = ("all", "dask_scheduler", *WORKER_GROUPS, "dask_workers", "dask_cluster", "dask_monitoring")
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _sequence(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (list, tuple)) else []
-
-
 def _is_loopback(address: Any) -> bool:
     try:
         return ipaddress.IPv4Address(str(address)).is_loopback
@@ -81,19 +75,19 @@ class Checker:
 
     def __init__(self, context: Mapping[str, Any]) -> None:
         self.host = str(context.get("host") or "?")
-        self.raw = _mapping(context.get("settings"))
-        self.specs = {str(role): _mapping(options) for role, options in _mapping(context.get("specs")).items()}
-        self.set_names = [str(name) for name in _sequence(context.get("set"))]
-        groups = _mapping(context.get("groups"))
-        self.groups = {name: [str(host) for host in _sequence(groups.get(name))] for name in GROUP_NAMES}
-        self.facts = _mapping(context.get("facts"))
-        self.gpus = _mapping(context.get("gpus"))
-        self.pins = [str(name) for name in _sequence(context.get("pins"))]
+        self.raw = as_mapping(context.get("settings"))
+        self.specs = {str(role): as_mapping(options) for role, options in as_mapping(context.get("specs")).items()}
+        self.set_names = [str(name) for name in as_sequence(context.get("set"))]
+        groups = as_mapping(context.get("groups"))
+        self.groups = {name: [str(host) for host in as_sequence(groups.get(name))] for name in GROUP_NAMES}
+        self.facts = as_mapping(context.get("facts"))
+        self.gpus = as_mapping(context.get("gpus"))
+        self.pins = [str(name) for name in as_sequence(context.get("pins"))]
         # The CA already in the controller folder (its PEM; "" when there is none yet).
         self.controller_ca = str(context.get("controller_ca") or "")
         # The scheduler host's typed settings, against which cluster-wide options are held (absent: no comparison).
         self.reference_host = str(context.get("reference_host") or "")
-        self.reference = _mapping(context.get("reference_settings"))
+        self.reference = as_mapping(context.get("reference_settings"))
         self.inventory_checks = as_bool(context.get("inventory_checks")) is True
         # False in the inventory-only check (plugin_utils/inventory_check.py): no GPU was probed, so none is judged.
         self.facts_read = as_bool(context.get("facts_read", True)) is not False
@@ -101,9 +95,9 @@ class Checker:
         result = typing.typed(self.raw, self.specs, self.groups["all"])
         self.refused = result.problems
         self.settings = result.settings
-        self.model = _mapping(context.get("host_model")) or cluster_model.host_model(
+        self.model = as_mapping(context.get("host_model")) or cluster_model.host_model(
             self.host, self.settings, self.facts, self.gpus, self.groups)
-        self.cluster = _mapping(context.get("cluster")) or self._cluster_alone()
+        self.cluster = as_mapping(context.get("cluster")) or self._cluster_alone()
 
     def _cluster_alone(self) -> dict[str, Any]:
         """The cluster model as far as this host knows it (unit tests: one host's context)."""
@@ -234,14 +228,14 @@ class Checker:
         config = self.get("docker_engine_daemon_config")
         if not isinstance(config, Mapping):
             return
-        hosts = [str(host) for host in _sequence(config.get("hosts"))]
+        hosts = [str(host) for host in as_sequence(config.get("hosts"))]
         remote = [host for host in hosts if not host.startswith(("unix://", "fd://"))]
         if remote and config.get("tlsverify") is not True:
             self.add(f"docker_engine_daemon_config hosts ({', '.join(hosts)}) makes Docker's API listen on "
                      f"{', '.join(remote)} without tlsverify: whoever reaches it is root on this host. Keep Docker "
                      "on its socket (the bundle needs nothing more), or set tlsverify with tlscacert, tlscert and "
                      "tlskey")
-        for registry in (str(item) for item in _sequence(config.get("insecure-registries"))):
+        for registry in (str(item) for item in as_sequence(config.get("insecure-registries"))):
             try:
                 everyone = ipaddress.ip_network(registry, strict=False).prefixlen == 0
             except ValueError:
@@ -254,7 +248,7 @@ class Checker:
     def check_extra_args(self) -> None:
         """Each extra argument is one argument: an option name with a space in it ("--nthreads 4") is two."""
         for name in ("dask_scheduler_extra_args", "dask_worker_extra_args"):
-            for arg in (str(item) for item in _sequence(self.get(name))):
+            for arg in (str(item) for item in as_sequence(self.get(name))):
                 option = arg.split("=", 1)[0]
                 if option.startswith("-") and option.split() != [option]:
                     words = ", ".join(f"'{word}'" for word in arg.split())
@@ -280,7 +274,7 @@ class Checker:
 
     # -- 3. ports: every port this host takes (the model's, by setting) once
     def check_ports(self) -> None:
-        taken = {name: list(span) for name, span in _mapping(self.model.get("ports")).items()
+        taken = {name: list(span) for name, span in as_mapping(self.model.get("ports")).items()
                  if name not in self.refused}
         for first, second in port_plan.clashes(taken):
             self.add(f"{port_plan.describe(first, taken[first])} and {port_plan.describe(second, taken[second])} must "
@@ -318,8 +312,8 @@ class Checker:
                            "(the scheduler or a worker host), where Prometheus runs; leave it out for the scheduler "
                            "host")
         self.check_controller_folder()
-        retired = [str(host) for host in _sequence(self.cluster.get("retired_hosts"))]
-        if retired and not _sequence(self.cluster.get("worker_hosts")):
+        retired = [str(host) for host in as_sequence(self.cluster.get("retired_hosts"))]
+        if retired and not as_sequence(self.cluster.get("worker_hosts")):
             self.inventory(f"dask_host_state=retired on every worker host ({', '.join(retired)}): their workers' "
                            "data would have nowhere to go and the cluster no worker. Retire fewer hosts at once, "
                            "or tear the cluster down (playbooks/teardown.yml)")
@@ -336,7 +330,7 @@ class Checker:
         token and client bundle (and overwrite the bundle)."""
         found, own = pki.common_name(self.controller_ca), str(self.cluster.get("ca_name") or "")
         if found and own and found != own:
-            folder = _mapping(self.cluster.get("paths")).get("controller", "")
+            folder = as_mapping(self.cluster.get("paths")).get("controller", "")
             self.inventory(f"dask_controller_dir ({folder}) holds the CA of cluster {ca_cluster(found)} "
                            f"({folder}/tls/ca.crt, {found!r}), its certificates, notebook token and client bundle; "
                            f"cluster {self.cluster.get('name')} needs a controller folder of its own: leave "
@@ -345,18 +339,18 @@ class Checker:
 
     # -- 5. this host's facts
     def interfaces(self) -> list[str]:
-        return [str(name) for name in _sequence(self.facts.get("interfaces"))]
+        return [str(name) for name in as_sequence(self.facts.get("interfaces"))]
 
     def interface_address(self, interface: str) -> str:
-        found = _mapping(self.facts.get(interface.replace("-", "_")))
-        return str(_mapping(found.get("ipv4")).get("address") or "")
+        found = as_mapping(self.facts.get(interface.replace("-", "_")))
+        return str(as_mapping(found.get("ipv4")).get("address") or "")
 
     def host_addresses(self) -> list[str]:
-        addresses = [str(address) for address in _sequence(self.facts.get("all_ipv4_addresses"))]
+        addresses = [str(address) for address in as_sequence(self.facts.get("all_ipv4_addresses"))]
         for interface in self.interfaces():
-            found = _mapping(self.facts.get(interface.replace("-", "_")))
-            entries = [_mapping(found.get("ipv4"))] + [_mapping(entry) for entry in
-                                                      _sequence(found.get("ipv4_secondaries"))]
+            found = as_mapping(self.facts.get(interface.replace("-", "_")))
+            entries = [as_mapping(found.get("ipv4"))] + [as_mapping(entry) for entry in
+                                                      as_sequence(found.get("ipv4_secondaries"))]
             addresses += [str(entry["address"]) for entry in entries if entry.get("address")]
         return list(dict.fromkeys(addresses))
 
@@ -386,7 +380,7 @@ class Checker:
         # hosts apart by it. Addresses found in the facts (an interface's, the default route's) are each machine's
         # own: two inventory names that found one there are one machine (as tests bind every host to lo).
         mine = str(self.model.get("bind_address") or "")
-        sharing = sorted(str(host) for host, other in _mapping(self.cluster.get("hosts")).items()
+        sharing = sorted(str(host) for host, other in as_mapping(self.cluster.get("hosts")).items()
                          if str(host) != self.host and other == mine)
         if mine and sharing and address:
             self.add(f"dask_cluster_address ({show(mine)}) is also the cluster address of {', '.join(sharing)}: each "
@@ -516,7 +510,7 @@ class Checker:
 
 def problems(context: Any) -> list[str]:
     """Every problem of one host (see the module docstring); [] when there is none."""
-    context = _mapping(context)
+    context = as_mapping(context)
     try:
         return Checker(context).run()
     except Exception as error:  # noqa: BLE001 - never raise: a failing check is itself a problem
@@ -530,24 +524,24 @@ def hosts_problems(hosts: list[str], hostvars: Mapping[str, Any], common: Mappin
     the role read them); each host's facts, GPUs and model come from hostvars (ansible_facts, gpu_facts_found,
     dask_host). The first host also runs the inventory-wide checks. One task for all hosts passes the cluster model,
     which grows with the host count, once instead of once per host."""
-    given, names = _mapping(common.get("given")), _mapping(common.get("given_names"))
+    given, names = as_mapping(common.get("given")), as_mapping(common.get("given_names"))
     shared = {key: value for key, value in common.items() if key not in ("given", "given_names")}
     # The scheduler host (as the cluster model takes it; the first host where it is not in this play), whose values
     # of the cluster-wide options every host must have.
-    schedulers = _sequence(_mapping(common.get("groups")).get("dask_scheduler"))
+    schedulers = as_sequence(as_mapping(common.get("groups")).get("dask_scheduler"))
     reference = str(schedulers[0]) if schedulers and str(schedulers[0]) in hosts else (hosts[0] if hosts else "")
     if reference:
-        all_hosts = [str(host) for host in _sequence(_mapping(common.get("groups")).get("all"))]
+        all_hosts = [str(host) for host in as_sequence(as_mapping(common.get("groups")).get("all"))]
         shared["reference_host"] = reference
         shared["reference_settings"] = typing.typed(
-            typing.resolve(_mapping(given.get(reference)), _mapping(common.get("specs"))),
-            _mapping(common.get("specs")), all_hosts).settings
+            typing.resolve(as_mapping(given.get(reference)), as_mapping(common.get("specs"))),
+            as_mapping(common.get("specs")), all_hosts).settings
     found: list[str] = []
     for index, host in enumerate(hosts):
         values = hostvars[host]
         found += problems({**shared, "host": host,
-                           "settings": typing.resolve(_mapping(given.get(host)), _mapping(common.get("specs"))),
-                           "set": _sequence(names.get(host)), "facts": values.get("ansible_facts"),
+                           "settings": typing.resolve(as_mapping(given.get(host)), as_mapping(common.get("specs"))),
+                           "set": as_sequence(names.get(host)), "facts": values.get("ansible_facts"),
                            "gpus": values.get("gpu_facts_found"), "host_model": values.get("dask_host"),
                            "inventory_checks": index == 0})
     return found

@@ -20,7 +20,7 @@ from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import (
 )
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.features import FEATURES, identity, managed
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import cluster_paths
-from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.options import parse_size
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.options import as_mapping, as_sequence, parse_size
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.ports import span
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.transport import facets
 
@@ -42,30 +42,23 @@ def _int(value: Any, default: int = 0) -> int:
     return default
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (list, tuple)) else []
-
-
 def bind_address(settings: Mapping[str, Any], facts: Mapping[str, Any]) -> str:
     """The IPv4 address Dask binds to and advertises on a host ('' when none is found)."""
     if settings.get("dask_cluster_address"):
         return str(settings["dask_cluster_address"])
     interface = str(settings.get("dask_cluster_interface") or "")
     if interface:
-        found = _mapping(facts.get(interface.replace("-", "_")))
-        return str(_mapping(found.get("ipv4")).get("address") or "")
-    return str(_mapping(facts.get("default_ipv4")).get("address") or "")
+        found = as_mapping(facts.get(interface.replace("-", "_")))
+        return str(as_mapping(found.get("ipv4")).get("address") or "")
+    return str(as_mapping(facts.get("default_ipv4")).get("address") or "")
 
 
 def interface_of(address: str, facts: Mapping[str, Any]) -> str:
     """The name of the interface that carries an IPv4 address in Ansible's facts ('' when unknown)."""
-    for name in _list(facts.get("interfaces")):
-        found = _mapping(facts.get(str(name).replace("-", "_")))
-        entries = [_mapping(found.get("ipv4"))] + [_mapping(entry) for entry in _list(found.get("ipv4_secondaries"))]
+    for name in as_sequence(facts.get("interfaces")):
+        found = as_mapping(facts.get(str(name).replace("-", "_")))
+        entries = [as_mapping(found.get("ipv4")),
+                   *(as_mapping(entry) for entry in as_sequence(found.get("ipv4_secondaries")))]
         if address and any(entry.get("address") == address for entry in entries):
             return str(found.get("device") or name)
     return ""
@@ -132,7 +125,7 @@ def host_model(host: str, settings: Mapping[str, Any], facts: Mapping[str, Any],
                groups: Mapping[str, Any]) -> dict[str, Any]:
     """What one host runs and how: its address, its workers and their GPUs, the ports it takes (and the features'
     facts)."""
-    facts, gpus = _mapping(facts), _mapping(gpus)
+    facts, gpus = as_mapping(facts), as_mapping(gpus)
     is_cuda = host in group(groups, "dask_cuda_workers")
     is_worker = host in worker_hosts(groups)
     is_scheduler = host in group(groups, "dask_scheduler")
@@ -141,7 +134,7 @@ def host_model(host: str, settings: Mapping[str, Any], facts: Mapping[str, Any],
     wanted = [str(gpu) for gpu in settings.get("dask_worker_gpus") or []]
     selection = gpu_selection.select(wanted, gpus) if mode == "gpu" else gpu_selection.Selection()
     # The health rules' judgement of each GPU (the probe's, by UUID): an unfit GPU gets no worker (exclude).
-    health = {str(uuid): dict(judged) for uuid, judged in _mapping(gpus.get("health")).items()
+    health = {str(uuid): dict(judged) for uuid, judged in as_mapping(gpus.get("health")).items()
               if isinstance(judged, Mapping)}
     unfit = [gpu for gpu in selection.gpus if not health.get(str(gpu.get("uuid")), {}).get("healthy", True)]
     policy = str(settings.get("dask_worker_gpu_health") or "exclude")
@@ -151,7 +144,7 @@ def host_model(host: str, settings: Mapping[str, Any], facts: Mapping[str, Any],
     nthreads = _int(settings.get("dask_worker_nthreads"))
     if nthreads <= 0:
         nthreads = 1 if mode == "gpu" else max(_int(gpus.get("vcpus"), 1), 1)
-    topology = dict(_mapping(gpus.get("topology")))
+    topology = dict(as_mapping(gpus.get("topology")))
     address = bind_address(settings, facts)
     http_port = _int(settings.get("dask_worker_http_port"))
     indices = [int(gpu["index"]) for gpu in selection.gpus]
@@ -173,7 +166,7 @@ def host_model(host: str, settings: Mapping[str, Any], facts: Mapping[str, Any],
         "http_ports": [http_port + index for index in range(count)] if is_worker and http_port else [],
         "http_bind": "127.0.0.1",
         "gpu_count": gpu_count,
-        "gpus": _list(gpus.get("gpus")),
+        "gpus": as_sequence(gpus.get("gpus")),
         # The GPUs the workers use, resolved once: index, uuid, name, memory_mib, device (as --gpus device= and
         # the spec's `gpus` name it), cdi (its CDI device name); entries naming no GPU or one GPU twice are kept
         # for the checks.

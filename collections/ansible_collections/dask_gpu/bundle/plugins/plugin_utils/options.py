@@ -101,6 +101,17 @@ def as_bool(value: Any) -> bool | None:
     return None
 
 
+def as_mapping(value: Any) -> Mapping[str, Any]:
+    """The value where it is a mapping, else an empty one (a fact or setting missing or of another type): the one
+    place for this coercion."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def as_sequence(value: Any) -> list[Any]:
+    """A list of the value where it is a list or tuple, else an empty one (as_list converts as the specs do)."""
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
 def as_int(value: Any) -> int | None:
     """The integer a value means (integers, integral floats, strings of digits), or None."""
     if isinstance(value, bool):

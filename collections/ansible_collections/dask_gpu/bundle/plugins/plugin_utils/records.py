@@ -12,6 +12,7 @@ from typing import Any
 
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import ports as port_plan
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.identity import DEFAULT_NAME, identity
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.options import as_mapping
 
 RECORD_DIR = "/etc/ansible/facts.d"
 RECORD_PREFIX = "dask_cluster_"
@@ -19,12 +20,8 @@ RECORD_PREFIX = "dask_cluster_"
 LEGACY_FACTS = ("gpus", "docker_engine")
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def local(facts: Mapping[str, Any]) -> Mapping[str, Any]:
-    return _mapping(_mapping(facts).get("ansible_local"))
+    return as_mapping(as_mapping(facts).get("ansible_local"))
 
 
 def path(name: str) -> str:
@@ -33,7 +30,7 @@ def path(name: str) -> str:
 
 def mine(facts: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     """This cluster's record on the host ({} before its first run)."""
-    return _mapping(local(facts).get(identity(name)["record"]))
+    return as_mapping(local(facts).get(identity(name)["record"]))
 
 
 def others(facts: Mapping[str, Any], name: str) -> dict[str, Mapping[str, Any]]:
@@ -103,8 +100,8 @@ def collisions(claims: Mapping[str, Any], theirs: Mapping[str, Mapping[str, Any]
                                     "give each cluster its own GPUs with dask_worker_gpus, or let both take turns on "
                                     "them (dask_autoscale_share_gpus on both, each with the whole GPU or the same MIG "
                                     "instance)")
-        ours = {key: list(value) for key, value in _mapping(claims.get("ports")).items()}
-        held_ports = {key: list(value) for key, value in _mapping(record.get("ports")).items()}
+        ours = {key: list(value) for key, value in as_mapping(claims.get("ports")).items()}
+        held_ports = {key: list(value) for key, value in as_mapping(record.get("ports")).items()}
         for mine_name, their_name in port_plan.between(ours, held_ports):
             shared = set(claims.get("shared_ports") or []) & set(record.get("shared_ports") or [])
             if mine_name == their_name and mine_name in shared and ours[mine_name] == held_ports[their_name]:
@@ -116,8 +113,8 @@ def collisions(claims: Mapping[str, Any], theirs: Mapping[str, Mapping[str, Any]
             problems.append(f"cluster {on} has the host firewall on here and cluster {off} has it off: the firewall "
                             f"refuses what no cluster on the host lets in, and cluster {off} lets in nothing, so its "
                             "hosts and clients would be refused. Give both clusters the same dask_firewall_enabled")
-        for service, port in _mapping(claims.get("services")).items():
-            held = _mapping(record.get("services")).get(service)
+        for service, port in as_mapping(claims.get("services")).items():
+            held = as_mapping(record.get("services")).get(service)
             if held is None:
                 continue
             shares = service in set(claims.get("shared_services") or []) & set(record.get("shared_services") or [])

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.feature import CheckInput, Feature
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.gpus import CDI_KIND, probed
-from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.options import as_int, show
+from ansible_collections.dask_gpu.bundle.plugins.plugin_utils.options import as_int, as_mapping, as_sequence, show
 
 # The oldest Docker with CDI devices (dask_worker_gpu_request: cdi).
 DOCKER_CDI = 25
@@ -29,14 +29,6 @@ VERSION = re.compile(r"version\s+v?([0-9]+)\.([0-9]+)\.([0-9]+)")
 INDEX_NAME = re.compile(r"([0-9]+)(?::[0-9]+)?")
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (list, tuple)) else []
-
-
 def toolkit_version(output: str) -> tuple[int, int, int] | None:
     """The version `nvidia-ctk --version` prints ("NVIDIA Container Toolkit CLI version 1.17.8"), or None."""
     match = VERSION.search(str(output or ""))
@@ -46,9 +38,10 @@ def toolkit_version(output: str) -> tuple[int, int, int] | None:
 def wanted_devices(host: Mapping[str, Any]) -> list[str]:
     """The CDI devices a host's containers may ask for: all GPUs, each GPU by index, each selected worker GPU (a
     UUID or a MIG device as dask_worker_gpus names it)."""
-    gpus = probed({"gpus": _list(host.get("gpus"))})
+    gpus = probed({"gpus": as_sequence(host.get("gpus"))})
     names = [f"{CDI_KIND}=all"] + [f"{CDI_KIND}={gpu['index']}" for gpu in gpus]
-    names += [str(gpu["cdi"]) for gpu in _list(host.get("worker_gpus")) if isinstance(gpu, Mapping) and "cdi" in gpu]
+    names += [str(gpu["cdi"]) for gpu in as_sequence(host.get("worker_gpus"))
+              if isinstance(gpu, Mapping) and "cdi" in gpu]
     return list(dict.fromkeys(names))
 
 
@@ -56,7 +49,7 @@ def _foreign(names: list[str], gpus: list[dict[str, Any]]) -> list[str]:
     """The spec's device names that name a GPU the host does not have: a GPU or MIG UUID not among the host's, an
     index (or a MIG device's GPU index) beyond its GPU count."""
     uuids = {str(gpu.get("uuid")) for gpu in gpus}
-    migs = {str(mig) for gpu in gpus for mig in _list(gpu.get("mig"))}
+    migs = {str(mig) for gpu in gpus for mig in as_sequence(gpu.get("mig"))}
     found = []
     for name in names:
         index = INDEX_NAME.fullmatch(name)
@@ -84,20 +77,20 @@ def spec_problems(text: Any, path: str, host: Mapping[str, Any], error: Any = No
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         return [f"{name} is not valid YAML ({getattr(err, 'problem', None) or err}{where})"]
-    spec = _mapping(loaded)
+    spec = as_mapping(loaded)
     if spec.get("kind") != CDI_KIND:
         return [f"{name} has kind {show(spec.get('kind')) if spec else 'none (not a mapping)'}, not {CDI_KIND}: "
                 f"the workers ask for {CDI_KIND}=... devices"]
-    devices = [_mapping(device) for device in _list(spec.get("devices"))]
+    devices = [as_mapping(device) for device in as_sequence(spec.get("devices"))]
     names = [str(device.get("name")) for device in devices if device.get("name") is not None]
     problems = []
     missing = [device for device in wanted_devices(host) if device.split("=", 1)[1] not in names]
     if missing:
         problems.append(f"{name} does not name {', '.join(missing)}, which this host's containers ask for (it names "
                         f"{', '.join(names) or 'no device'})")
-    gpus = probed({"gpus": _list(host.get("gpus"))})
-    nodes = {str(_mapping(node).get("path")) for device in devices
-             for node in _list(_mapping(device.get("containerEdits")).get("deviceNodes"))}
+    gpus = probed({"gpus": as_sequence(host.get("gpus"))})
+    nodes = {str(as_mapping(node).get("path")) for device in devices
+             for node in as_sequence(as_mapping(device.get("containerEdits")).get("deviceNodes"))}
     absent = [f"/dev/nvidia{index}" for index in range(len(gpus)) if f"/dev/nvidia{index}" not in nodes]
     if absent:
         problems.append(f"{name} gives no device node {', '.join(absent)} in its devices' containerEdits.deviceNodes, "
@@ -116,7 +109,7 @@ def _docker(inp: CheckInput) -> list[str]:
     (ansible_local.docker_engine) once it has run on the host; the toolkit role checks again after installing."""
     if inp.model.get("worker_mode") != "gpu" or inp.get("dask_worker_gpu_request") != "cdi":
         return []
-    docker = _mapping(_mapping(inp.facts.get("ansible_local")).get("docker_engine"))
+    docker = as_mapping(as_mapping(inp.facts.get("ansible_local")).get("docker_engine"))
     version = str(docker.get("server_version") or "")
     major = as_int(version.split(".")[0]) if version else None
     # With docker_engine_source upstream this run installs Docker CE first (the toolkit role checks the version
@@ -153,7 +146,7 @@ def checks(inp: CheckInput) -> list[str]:
     where one of the two options asks for it) found: the toolkit marked installed, and the spec you provide. Without
     the probe's fact (the inventory-only check reaches no host) there is nothing to hold them against."""
     problems = _docker(inp)
-    found = _mapping(inp.facts.get(PROBE_FACT))
+    found = as_mapping(inp.facts.get(PROBE_FACT))
     if not inp.model.get("needs_toolkit") or not found:
         return problems
     cdi = inp.get("dask_worker_gpu_request") == "cdi"
@@ -163,7 +156,7 @@ def checks(inp: CheckInput) -> list[str]:
                            f"({found['error']})"]
     if inp.get(SOURCE) == "installed":
         problems += _installed(found, cdi and not path)
-    spec = _mapping(found.get("spec"))
+    spec = as_mapping(found.get("spec"))
     # The probe read this path (an older fact of a fact cache may hold another one).
     if cdi and path and spec.get("path") == path:
         problems += spec_problems(spec.get("text") if spec.get("exists") else None, path, inp.model,
