@@ -1,4 +1,5 @@
-"""Files written whole or not at all: the one atomic write of the collection's modules."""
+"""Files written whole or not at all: the one atomic write of the collection's modules, and the one comparison that
+decides whether a file needs writing."""
 from __future__ import annotations
 
 import contextlib
@@ -25,3 +26,11 @@ def write_atomic(path: str, data: bytes, mode: int, move: Callable[[str, str], o
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
+
+
+def differs(path: str, content: bytes) -> bool:
+    """Whether the file at path is missing or holds other bytes than content."""
+    if not os.path.exists(path):
+        return True
+    with open(path, "rb") as handle:
+        return handle.read() != content

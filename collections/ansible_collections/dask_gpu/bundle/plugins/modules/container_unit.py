@@ -72,14 +72,7 @@ stale:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dask_gpu.bundle.plugins.module_utils.atomic import write_atomic
-
-
-def differs(path: str, content: str) -> bool:
-    if not os.path.exists(path):
-        return True
-    with open(path, encoding="utf-8") as handle:
-        return handle.read() != content
+from ansible_collections.dask_gpu.bundle.plugins.module_utils.atomic import differs, write_atomic
 
 
 def write(module: AnsibleModule, path: str, content: str, mode: int) -> None:
@@ -112,7 +105,7 @@ def main() -> None:
     changed = False
     unit_changed = False
     for path, content, mode, mode_text in files:
-        written = differs(path, content)
+        written = differs(path, content.encode("utf-8"))
         if written and not module.check_mode:
             write(module, path, content, mode)
         if not module.check_mode and os.path.exists(path):

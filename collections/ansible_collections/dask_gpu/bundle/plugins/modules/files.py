@@ -57,14 +57,7 @@ changed_paths:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.dask_gpu.bundle.plugins.module_utils.atomic import write_atomic
-
-
-def differs(path: str, content: bytes) -> bool:
-    if not os.path.exists(path):
-        return True
-    with open(path, "rb") as handle:
-        return handle.read() != content
+from ansible_collections.dask_gpu.bundle.plugins.module_utils.atomic import differs, write_atomic
 
 
 def main() -> None:
