@@ -9,8 +9,8 @@ stopped. Dask's TCP and TLS listeners and the HTTP servers (Tornado) bind with S
 not block; UCX's listener binds without it and then fails with "Address already in use" (a UCX scheduler started
 within about a minute of a TCP one on the same port did, on a 4 x H100 host). So a ucx:// port is tested by a bind
 without SO_REUSEADDR (TIME_WAIT and listeners block it), the others by a bind with it (only a listener blocks it).
-Standard library only: it runs on the hosts' own python3. Exit 0 with the seconds waited on stdout, 1 when the
-time ran out (naming the ports still taken), 2 on bad arguments.
+Standard library only: it runs on the hosts' own python3. Exit 0 with a line naming the ports and the seconds waited
+on stdout (the unit's journal), 1 when the time ran out (naming the ports still taken), 2 on bad arguments.
 """
 from __future__ import annotations
 
@@ -70,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ports still taken after {waited} s (a listener, or connections in TIME_WAIT): {', '.join(taken)}",
               file=sys.stderr)
         return 1
-    print(waited)
+    names = ", ".join(f"{protocol}://{host}:{port}" for protocol, host, port in args.endpoints)
+    print(f"wait_ports: {names} free to bind after {waited} s")
     return 0
 
 
