@@ -42,7 +42,7 @@ POLARS = Path("/var/tmp/polars")
 SITE = Path("/tmp/site")
 UCX_SITE = Path("/tmp/ucx-site")
 BIN = Path("/tmp/verify-bin")
-# Lent multi-GPU machines: no NVLink multicast (../shared/reference/gpu-docker.md), in every program started here.
+# Lent multi-GPU machines: no NVLink multicast in any program started here (tests/gpu/README.md, "The lent machines").
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 # images/verify's console scripts (its pyproject's [project.scripts]) run from this tree's source; `dask` as
 # `python3 -m dask` (on a lent 4 x H200 the carried Dask's console script was missing).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build what tests/gpu/gpu-proof-dashboard.sh carries to a lent GPU machine (it reaches no network; one call carries
-# at most 64 MiB, so this travels in parts, one call each: ../shared/reference/gpu-carry.md):
+# at most 64 MiB, so this travels in parts, one call each: tests/gpu/README.md, "The lent machines"):
 #   - headless Chromium and chromedriver from Debian bookworm's packages (bookworm-security's chromium), fetched with
 #     `apt-get download` through a source list of their own (this host's apt configuration is untouched) and
 #     unpacked here with dpkg -x, never installed: the browser's files, the shared libraries that its ELF files need

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the parts that carry RAPIDS 26.10's cuDF and dask-cudf (CUDA 13, CPython 3.12, manylinux x86_64, the versions
 # of images/pins/rapids-26.10-cuda13.txt) to a lent GPU machine, one device call per part (docs/performance.md;
-# the technique: ../shared/reference/gpu-carry.md). The machine has CuPy 14.2, numba-cuda, cuda-bindings, pandas,
+# the technique: tests/gpu/README.md, "The lent machines"). The machine has CuPy 14.2, numba-cuda, cuda-bindings, pandas,
 # pyarrow and fsspec; everything else the ETL proof needs is here, numpy 2.4.6 included (its numba-cuda calls
 # np.row_stack, which its own numpy lacks).
 #   tests/gpu/carry-wheels.sh [DEST]     # DEST defaults to .gpuparts (ignored through .git/info/exclude)

@@ -5,7 +5,7 @@
 #
 #   tests/gpu/cdi-standin.sh > /etc/cdi/nvidia.yaml
 #
-# Derived from /work/shared/reference/gpu-docker/gen-cdi.sh. What the spec holds, from what the machine has:
+# What the spec holds (tests/gpu/README.md, "The lent machines"), from what the machine has:
 #   * kind nvidia.com/gpu; one device per /dev/nvidiaN, named by its index and its UUID, and "all"
 #   * common device nodes /dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools (and nvidia-modeset if present)
 #   * the driver's user-space libraries (libcuda, libnvidia-ml, libnvidia-ptxjitcompiler, libnvidia-nvvm,

@@ -27,7 +27,7 @@ fi
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
   "${WHEELS:-/tmp/wheels}"/*.whl || exit 3
 # The carried numpy (the pins' 2.4.6) goes first: the machine's numba-cuda calls np.row_stack, which its newer numpy
-# lacks, and `import cudf` reaches that code (../shared/reference/gpu-carry.md).
+# lacks, and `import cudf` reaches that code (tests/gpu/README.md, "The lent machines").
 export PYTHONPATH="/tmp/site:$PWD/images/verify/src" PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
 python3 -c 'import cudf, dask_cudf, cupy, dask, distributed, dask_cuda, numpy, pandas, pyarrow; print("cudf", cudf.__version__, "dask-cudf", dask_cudf.__version__, "cupy", cupy.__version__, "dask", dask.__version__, "distributed", distributed.__version__, "dask-cuda", dask_cuda.__version__, "numpy", numpy.__version__, "pandas", pandas.__version__, "pyarrow", pyarrow.__version__)' \
   | tee "$out/versions.txt" || exit 3

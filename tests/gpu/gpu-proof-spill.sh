@@ -50,7 +50,7 @@ fi
 if [ -z "${DRYRUN:-}" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     "${WHEELS:-/tmp/wheels}"/*.whl || exit 3
-  # The carried numpy (2.4.6) first: the machine's numba-cuda calls np.row_stack (../shared/reference/gpu-carry.md).
+  # The carried numpy (2.4.6) first: the machine's numba-cuda calls np.row_stack (tests/gpu/README.md, "The lent machines").
   export PYTHONPATH="/tmp/site:$PWD/images/verify/src" PATH=/tmp/site/bin:$PATH
   python3 -c 'import cudf, dask_cudf, dask, distributed, dask_cuda, numpy, pandas; print("cudf", cudf.__version__, "dask", dask.__version__, "distributed", distributed.__version__, "dask-cuda", dask_cuda.__version__, "numpy", numpy.__version__, "pandas", pandas.__version__)' || exit 3
   nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader
