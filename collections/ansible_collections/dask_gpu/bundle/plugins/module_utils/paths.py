@@ -48,3 +48,12 @@ def why_unmanageable(path: str) -> str:
 
 def is_manageable(path: str) -> bool:
     return why_unmanageable(path) == ""
+
+
+def kept_inside_trees(folders: list[dict[str, object]]) -> list[tuple[str, str]]:
+    """(kept, tree) for each folder whose content teardown keeps (remove: empty) that lies inside a folder teardown
+    removes whole (remove: tree): the tree would take it, and what the docs promise to keep, with it."""
+    trees = [normalized(str(f.get("path") or "")) for f in folders if f.get("remove") == "tree"]
+    kept = [normalized(str(f.get("path") or "")) for f in folders if f.get("remove") != "tree"]
+    return sorted({(inner, outer) for inner in kept for outer in trees
+                   if inner and outer and inner != outer and inner.startswith(outer.rstrip("/") + "/")})

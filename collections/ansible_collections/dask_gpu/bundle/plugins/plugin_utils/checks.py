@@ -20,6 +20,7 @@ import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.dask_gpu.bundle.plugins.module_utils.paths import kept_inside_trees
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import model as cluster_model
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import pki, records
 from ansible_collections.dask_gpu.bundle.plugins.plugin_utils import ports as port_plan
@@ -325,6 +326,14 @@ class Checker:
                                f"images/pins/{pins}; RAPIDS publishes no wheel set for it here (make one with "
                                "scripts/pin-versions.py)")
 
+    def check_folders(self) -> None:
+        """No folder whose content teardown keeps lies inside one it removes whole (every folder setting, through the
+        host's model)."""
+        for kept, tree in kept_inside_trees(list(as_sequence(self.model.get("folders")))):
+            self.add(f"the folder {kept} (its content is kept by teardown) lies inside {tree}, which teardown removes "
+                     "whole: give the folder settings (dask_config_dir, dask_data_dir, dask_notebook_dir, "
+                     "dask_images_work_dir) folders that do not hold each other")
+
     def check_controller_folder(self) -> None:
         """A controller folder is its CA's cluster's: another cluster would take its CA, certificates, notebook
         token and client bundle (and overwrite the bundle)."""
@@ -497,6 +506,7 @@ class Checker:
         self.check_scope()
         self.check_rules()
         self.check_ports()
+        self.check_folders()
         self.check_inventory()
         self.check_addresses()
         if (self.is_worker or self.is_cuda) and self.facts_read:
