@@ -26,7 +26,6 @@ State lives in /var/tmp/gpuhost between calls while the machine stays warm, so t
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -38,6 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from carried import sha256  # tests/gpu/carried.py: the one checksum of carried files
 
 ROOT = Path(__file__).resolve().parents[2]
 WORK = Path("/var/tmp/gpuhost")
@@ -53,14 +54,6 @@ DOCKER_BINARIES = ("dockerd", "docker", "containerd", "containerd-shim-runc-v2",
 # for every worker to register.
 HEALTH_TASK = "GPUs' health is read through NVML and judged"
 READY_TASK = "Every expected worker has registered with the scheduler"
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as source:
-        for block in iter(lambda: source.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def sh(*argv: str, timeout: float = 120, check: bool = True, **kwargs: Any) -> subprocess.CompletedProcess[str]:
