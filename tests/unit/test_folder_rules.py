@@ -73,6 +73,7 @@ def test_folders_beside_each_other_pass() -> None:
 
 
 def test_the_rule_itself() -> None:
-    folders = [{"path": "/a", "remove": "tree"}, {"path": "/a/b", "remove": "empty"}, {"path": "/ab", "remove": "empty"},
-               {"path": "/a", "remove": "empty"}, {"path": "/c/", "remove": "tree"}, {"path": "/c/d/", "remove": "tree"}]
+    folders = [{"path": "/a", "remove": "tree"}, {"path": "/a/b", "remove": "empty"},
+               {"path": "/ab", "remove": "empty"}, {"path": "/a", "remove": "empty"},
+               {"path": "/c/", "remove": "tree"}, {"path": "/c/d/", "remove": "tree"}]
     assert kept_inside_trees(folders) == [("/a/b", "/a")]
