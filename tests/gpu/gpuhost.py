@@ -323,11 +323,9 @@ class Host:
                 "recap": recap, **named, "passed": rc == 0,
                 **({} if rc == 0 else {"tail": "\n".join(output.splitlines()[-25:])[-2500:]}), "log": log.name}
 
-    def client_env(self) -> dict[str, str]:
-        """The cluster's TLS client bundle (CONTROLLER/client/env.sh) for a client on this machine."""
-        text = (WORK / "controller" / "dask" / "client" / "env.sh").read_text() \
-            if (WORK / "controller" / "dask" / "client" / "env.sh").exists() \
-            else next((WORK / "controller").glob("**/client/env.sh")).read_text()
+    def client_env(self, controller: str = "controller") -> dict[str, str]:
+        """A cluster's TLS client bundle (its controller folder's client/env.sh) for a client on this machine."""
+        text = next((WORK / controller).glob("**/client/env.sh")).read_text()
         pairs = (line.removeprefix("export ").split("=", 1) for line in text.splitlines() if line.startswith("export "))
         return {**os.environ, **{key: value.strip("'\"") for key, value in pairs}}
 
@@ -502,6 +500,119 @@ def step_autoscale(host: Host) -> dict[str, Any]:
     return found
 
 
+# Cluster green: a second cluster on the same host with its own name, ports and controller folder, the same own image
+# from an archive, no monitoring (one Prometheus a host); both clusters share the GPU (dask_autoscale_share_gpus).
+GREEN = {"dask_cluster_name": "green", "dask_scheduler_port": 6786, "dask_dashboard_port": 6787,
+         "dask_worker_http_port": 6790, "dask_autoscale_port": 6785, "dask_autoscale_metrics_port": 6784,
+         "dask_controller_dir": str(WORK / "controller-green"), "dask_monitoring_enabled": False}
+SHARED = {"dask_autoscale_enabled": True, "dask_autoscale_by": "host", "dask_autoscale_share_gpus": True,
+          "dask_autoscale_minimum": 0, "dask_autoscale_idle": 10, "dask_autoscale_cooldown": 5}
+GREEN_STATE = "/var/lib/dask-green/autoscale"  # green's autoscaler's state folder (its scheduler: the same host)
+ON_GPU = r"""
+import sys
+from distributed import Client
+with Client(timeout=60) as client:
+    def square_on_the_gpu(n):
+        try:
+            import cupy
+        except ImportError:  # the CPU rehearsal's workers
+            import numpy as cupy
+        return int(cupy.arange(n, dtype="int64").sum()), cupy.__name__
+    futures = client.map(square_on_the_gpu, [10**6 + i for i in range(int(sys.argv[1]))], pure=False)
+    results = client.gather(futures)
+    exact = all(total == n * (n - 1) // 2 for (total, _), n in zip(results, [10**6 + i for i in range(len(results))]))
+    print(f"ON_GPU tasks={len(results)} exact={exact} module={results[0][1]}")
+    sys.exit(0 if exact else 1)
+"""
+
+
+def unit_state(unit: str) -> str:
+    return on_host("systemctl", "show", "-p", "ActiveState", "--value", unit, check=False).stdout.strip()
+
+
+def wait_for(condition: Callable[[], bool], seconds: float, step: float = 0.5) -> float | None:
+    """Seconds until the condition held, or None where it did not within the time."""
+    started = time.monotonic()
+    while time.monotonic() < started + seconds:
+        if condition():
+            return round(time.monotonic() - started, 1)
+        time.sleep(step)
+    return None
+
+
+def on_the_gpu(host: Host, controller: str, tasks: int) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", ON_GPU, str(tasks)], env=host.client_env(controller),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def said(client: subprocess.Popen[str], timeout: float) -> str:
+    try:
+        out, _ = client.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        client.kill()
+        out = "client timed out"
+    return next((x for x in out.splitlines() if x.startswith("ON_GPU")), out[-600:])
+
+
+def step_turns(host: Host) -> dict[str, Any]:
+    """dask_autoscale_by: host, then two clusters taking turns on the one GPU (dask_autoscale_share_gpus on both).
+    dask's idle worker unit stops (NVML back at the baseline), and work brings it back; green is deployed while dask is
+    released and its worker takes the GPU; dask's work then waits (its agent says which cluster holds the GPU) until
+    green idles down, and runs on the GPU it gave back. green's teardown, then dask's autoscaler off again."""
+    settings = [arg for key, value in SHARED.items()
+                for arg in ("-e", f"{key}={value if isinstance(value, str) else json.dumps(value)}")]
+    found = host.playbook("site.yml", *settings)
+    if not found["passed"]:
+        return found
+    baseline = host.baseline_mib
+    gpu_free = (lambda: True) if host.cpu or baseline is None else (lambda: nvml()["used_mib"] <= baseline + 64)
+    released_s = wait_for(lambda: unit_state("dask-worker") == "inactive", 120)
+    back_s = wait_for(gpu_free, 30) if released_s is not None else None
+    found.update({"released_after_s": released_s, "memory_back_s": back_s, "nvml_after_release": nvml()})
+    started = time.monotonic()
+    found["dask_scale_up"] = said(on_the_gpu(host, "controller", 4), 120)
+    found["scale_up_s"] = round(time.monotonic() - started, 1)
+    # green is deployed while dask is released again; its floor (its state folder's `floor` file, as verify.yml asks
+    # for one) keeps its worker until dask's work waits for the GPU
+    again_s = wait_for(lambda: unit_state("dask-worker") == "inactive", 120)
+    vars_file = WORK / "green.json"
+    vars_file.write_text(json.dumps({**GREEN, **SHARED}))
+    floor = (f"while [ ! -d {GREEN_STATE} ]; do sleep 0.5; done; "
+             f"printf '{{\"workers\": 1, \"until\": %s}}' $(( $(date +%s) + 600 )) > {GREEN_STATE}/floor")
+    holder = subprocess.Popen(["docker", "exec", NAME, "sh", "-c", floor], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    green = host.playbook("site.yml", "-e", f"@{vars_file}")
+    holder.kill()
+    found.update({"released_again_s": again_s, "green_site_s": green["wall_s"], "green_site_rc": green["rc"]})
+    if not green["passed"]:
+        found.update({"passed": False, "tail": green.get("tail")})
+        return found
+    found["green_on_gpu"] = said(on_the_gpu(host, "controller-green", 4), 120)
+    found["nvml_green"] = nvml()
+    asked = time.time()
+    dask = on_the_gpu(host, "controller", 8)
+    journal = ("journalctl", "-u", "dask-autoscale-agent", "-o", "cat", "--no-pager", "--since", f"@{int(asked)}")
+    found["dask_waited_s"] = wait_for(lambda: "is in use by cluster green" in on_host(*journal).stdout, 60, 1)
+    found["dask_started_while_green_ran"] = unit_state("dask-worker") != "inactive"
+    on_host("rm", "-f", f"{GREEN_STATE}/floor")
+    green_down_s = wait_for(lambda: unit_state("dask-green-worker") == "inactive", 90)
+    down_at = time.monotonic()
+    found["dask_result"] = said(dask, 120)
+    found.update({"green_released_s": green_down_s, "dask_computed_after_green_s": round(time.monotonic() - down_at, 1),
+                  "turn": on_host("sh", "-c", "cat /run/dask-gpu-turns/* 2>/dev/null || true").stdout.strip()})
+    gone = host.playbook("playbooks/teardown.yml", "-e", f"@{vars_file}")
+    off = host.playbook("site.yml")
+    found.update({"green_teardown_s": gone["wall_s"], "off_again_s": off["wall_s"],
+                  "dask_worker_after_off": unit_state("dask-worker")})
+    found["passed"] = (released_s is not None and again_s is not None and "exact=True" in found["dask_scale_up"]
+                       and (host.cpu or (back_s is not None and back_s <= 10)) and found["scale_up_s"] <= 30
+                       and "exact=True" in found["green_on_gpu"] and found["dask_waited_s"] is not None
+                       and not found["dask_started_while_green_ran"] and green_down_s is not None
+                       and "exact=True" in found["dask_result"] and found["dask_computed_after_green_s"] <= 30
+                       and gone["passed"] and off["passed"] and found["dask_worker_after_off"] == "active")
+    return found
+
+
 def step_monitoring(host: Host) -> dict[str, Any]:
     """dask_monitoring_enabled: Prometheus on the host scrapes the worker's GPU series through the units. Left on for
     the teardown that follows (which removes it; one site.yml run saved)."""
@@ -539,12 +650,15 @@ def step_teardown(host: Host) -> dict[str, Any]:
 
 # What the summary's table shows of a step, where the step has it.
 FIGURES = ("health_gate_s", "ready_wait_s", "workers", "failures", "against_processes", "noop_tasks_per_s", "workload",
-           "memory_back_s", "scale_up_s", "file_after_off", "rolled", "baseline_mib", "nvml_after",
+           "memory_back_s", "scale_up_s", "green_site_s", "dask_waited_s", "green_released_s",
+           "dask_computed_after_green_s", "green_on_gpu", "dask_result", "turn",
+           "file_after_off", "rolled", "baseline_mib", "nvml_after",
            "nvml_after_release", "gpu_series", "images_kept", "systemd", "nvidia_smi", "toolkit", "own_image", "error")
 
 STEPS: dict[str, Callable[[Host], dict[str, Any]]] = {
     "host": step_host, "site": step_site, "verify": step_verify, "benchmark": step_benchmark, "rerun": step_rerun,
-    "rolling": step_rolling, "autoscale": step_autoscale, "monitoring": step_monitoring, "teardown": step_teardown}
+    "rolling": step_rolling, "autoscale": step_autoscale, "turns": step_turns, "monitoring": step_monitoring,
+    "teardown": step_teardown}
 
 
 def resume(host: Host) -> None:
@@ -561,7 +675,7 @@ def resume(host: Host) -> None:
 # About how long each step takes on a lent H100 (the CPU rehearsal's times, doubled where the GPU image is bigger): a
 # step that would not fit the call's budget is skipped and says so (the next call, on the same warm machine, runs it).
 NEED_S = {"host": 180, "site": 240, "verify": 60, "benchmark": 150, "rerun": 60, "rolling": 180, "autoscale": 240,
-          "monitoring": 120, "teardown": 60}
+          "turns": 300, "monitoring": 120, "teardown": 60}
 
 
 def prove(host: Host, steps: list[str]) -> None:
