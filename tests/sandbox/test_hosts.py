@@ -30,6 +30,14 @@ def test_unit_restarts_forever_with_a_delay(host) -> None:
     assert "--restart" not in text and "KillMode=none" not in text
 
 
+def test_unit_starts_say_nothing_of_a_missing_container(host) -> None:
+    """The units' ExecStartPre removes a container left by an earlier start and says nothing where there is none."""
+    for name in units(host):
+        journal = host.run(f"journalctl -u {name} --no-pager -o cat").stdout
+        assert "Started" in journal or "Starting" in journal, (name, journal[-500:])
+        assert "No such container" not in journal, (name, journal[-1500:])
+
+
 def units(host) -> list[str]:
     """The bundle's containers on the host: the scheduler and JupyterLab, or the workers (the autoscaler runs in its
     own suite only, tests/sandbox/autoscale)."""

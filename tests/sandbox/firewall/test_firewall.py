@@ -35,6 +35,12 @@ def test_every_host_has_the_table_and_its_unit() -> None:
         table = live.on_host(host, "nft", "list", "table", "inet", "dask_firewall").stdout
         assert "reject with tcp reset" in table and live.address(host) in table
         assert live.on_host(host, "systemctl", "is-enabled", "dask-firewall").stdout.strip() == "enabled"
+        # it orders itself before the cluster's units this host has, and names none it has not (a not-found unit)
+        before = live.unit_property(host, "dask-firewall", "Before").split()
+        states = {unit: live.unit_property(host, unit, "LoadState") for unit in before}
+        assert all(state == "loaded" for state in states.values()), (host, states)
+        assert ("dask-scheduler.service" in before) == (host == live.SCHEDULER), (host, before)
+        assert ("dask-worker.service" in before) == (host in live.WORKERS), (host, before)
 
 
 def test_an_outsider_cannot_connect_to_any_dask_port(dask_ports: list[tuple[str, int]]) -> None:
