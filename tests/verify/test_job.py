@@ -58,6 +58,8 @@ def test_jobs_report_their_status_output_and_own_task_counts(cluster: LocalDask,
     assert "total 40000.0" in outputs["ok"] and "second 3" in outputs["ok"]
     log = (tmp_path / "ok" / "output.log").read_text()
     assert "total 40000.0" in log and "exit 0" in log, log
+    # Only what the script printed: not the INFO lines of the runner's own client preload (distributed.preloading).
+    assert "distributed.preloading" not in log and ok["output_lines"] == 2, (ok["output_lines"], log)
     assert (tmp_path / "ok" / "work").is_dir()
 
     fails = report(tmp_path, "fails")

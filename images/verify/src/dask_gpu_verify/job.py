@@ -128,6 +128,9 @@ def run(args: argparse.Namespace) -> int:
         env = {**os.environ, "DASK_SCHEDULER_ADDRESS": args.scheduler, "DASK_JOB_DIR": str(folder),
                "DASK_JOB_NAME": args.name,
                "DASK_DISTRIBUTED__CLIENT__PRELOAD": json.dumps([job_tasks.__name__])}
+        # The preload's own INFO lines (distributed.preloading) are not the job's output; merged with distributed's
+        # logging defaults and with a configuration file's `logging`, and left alone where the job sets DASK_LOGGING.
+        env.setdefault("DASK_LOGGING", json.dumps({"distributed.preloading": "warning"}))
         process = subprocess.Popen([sys.executable, "-u", args.script, *args.args], cwd=work, env=env, text=True,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         for sig in (signal.SIGTERM, signal.SIGINT):
