@@ -431,7 +431,7 @@ def step_rolling(host: Host) -> dict[str, Any]:
     """A worker change rolls out (site.yml with dask_worker_nthreads=3) while a client's work runs; the work's
     results are exact (lost results recomputed from the graph: one worker, nowhere to move keys). The change stays for
     the next step's run, which rolls the worker back to the inventory's settings (a site.yml run saved: device time)."""
-    client = subprocess.Popen([sys.executable, "-c", WORKLOAD, "90"], env=host.client_env(), stdout=subprocess.PIPE,
+    client = subprocess.Popen([sys.executable, "-c", WORKLOAD, "60"], env=host.client_env(), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     time.sleep(10)
     found = host.playbook("site.yml", "-e", "dask_worker_nthreads=3")
