@@ -125,6 +125,20 @@ def test_a_mig_instance_collides_with_its_whole_gpu() -> None:
     assert records.collisions(mig, {"dask": {"gpus": [{"uuid": "GPU-a", "mig": "MIG-2"}]}}) == []
 
 
+@pytest.mark.parametrize(("held", "wanted"), [("a-b", "a_b"), ("a_b", "a-b"), ("x-1-y", "x_1-y")])
+def test_names_that_normalise_to_another_clusters_record_are_refused(held: str, wanted: str) -> None:
+    """The record's and the firewall table's names replace '-' with '_': two names that differ only there would share
+    them, and the second cluster would take the first's record (and tear down its folders). Compared after that
+    normalisation, on every host that holds the first; a name of its own passes."""
+    facts = with_record(claims_of("g1", FACTS, dask_cluster_name=held))
+    for host in ("s1", "g1"):
+        refused = problems(host, facts, dask_cluster_name=wanted, dask_scheduler_port=9786, dask_dashboard_port=9787)
+        assert any(f"dask_cluster_name={wanted} gives the names dask_cluster_{held.replace('-', '_')}" in p
+                   and f"which cluster {held} uses" in p for p in refused), (host, refused)
+    own = problems("g1", facts, dask_cluster_name=held + "z", dask_scheduler_port=9786, dask_dashboard_port=9787)
+    assert not any("which cluster" in p for p in own), own
+
+
 def test_folders_names_services_and_the_firewall_of_another_cluster_are_refused() -> None:
     held = claims_of("s1", FACTS, dask_images_distribution="cluster-registry", dask_firewall_enabled=True,
                      dask_monitoring_enabled=True)

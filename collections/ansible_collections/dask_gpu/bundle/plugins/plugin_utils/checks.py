@@ -483,6 +483,9 @@ class Checker:
         for message in records.collisions(claims, self.model.get("other_clusters") or {}):
             self.add(message)
         name = self.get("dask_cluster_name")
+        holder = self.model.get("record_name")
+        if name is not None and holder not in (None, name):
+            self.add(records.normalised_collision(str(name), str(holder)))
         if self.model.get("legacy") and name is not None and name != "dask":
             self.add(f"an earlier release of the bundle deployed a cluster here under the names dask-scheduler, "
                      f"dask-worker, /etc/dask and /var/lib/dask (it kept no cluster record); with "

@@ -218,6 +218,8 @@ def host_model(host: str, settings: Mapping[str, Any], facts: Mapping[str, Any],
                    **extra_claims},
         "adopt": records.adoptable(settings, facts)}
     model["other_clusters"] = records.others(facts, name)
+    # The name in the record this cluster's name leads to: another where two names normalise to the same record
+    model["record_name"] = str(before.get("name") or name)
     model["legacy"] = records.legacy(facts)
     # This cluster's record was on the host when the run began (or an earlier release deployed there): only then can
     # a unit or container of a feature now off or moved be on it, so site.yml's removals of those run only then (a

@@ -71,6 +71,16 @@ def _nested(first: str, second: str) -> bool:
                                        or second.startswith(first.rstrip("/") + "/"))
 
 
+def normalised_collision(name: str, holder: str) -> str:
+    """Two cluster names that differ only where the bundle's names normalise them ('-' and '_' in the record's and
+    the firewall table's names) would share one record and one table: the second would take the first's."""
+    ours, theirs = identity(name), identity(holder)
+    same = [what for what in ("record", "firewall_table") if ours[what] == theirs[what]]
+    return (f"dask_cluster_name={name} gives the names {', '.join(ours[what] for what in same)}, which cluster "
+            f"{holder} uses (its record {path(holder)} on this host): names that differ only in '-' and '_' "
+            "collide there; pick another cluster name")
+
+
 def collisions(claims: Mapping[str, Any], theirs: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """What this cluster's claims on a host take from the other clusters there, one message each."""
     problems: list[str] = []
