@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -44,6 +45,30 @@ def test_daemon_json_is_merged_once_and_given_back(tmp_path: Path, capsys: pytes
     assert json.loads(daemon.read_text()) == {"labels": ["kept"], "log-driver": "journald"}
     assert not Path(f"{daemon}.dask-bundle").exists()
     assert not run(docker_daemon_json, capsys, path=str(daemon), state="restored")["changed"]
+
+
+def test_what_the_validating_program_refuses_is_never_written(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """The validate command sees the merged content before any write: where it refuses, the task fails with its
+    output and neither daemon.json nor the record changes; where it accepts, both are written. (dockerd --validate,
+    the command the docker_engine role passes, is run on the sandbox's Docker by tests/sandbox/test_hosts.py.)"""
+    daemon = tmp_path / "daemon.json"
+    daemon.write_text('{"userland-proxy": false}\n')
+    checker = tmp_path / "check.py"
+    checker.write_text("import json, sys\nbad = sorted(set(json.load(open(sys.argv[1]))) - {'userland-proxy', "
+                       "'log-driver'})\nprint('unknown: ' + ', '.join(bad)) if bad else None\n"
+                       "sys.exit(1 if bad else 0)\n")
+    command = f"{sys.executable} {checker} %s"
+    refused = run(docker_daemon_json, capsys, path=str(daemon), config={"log-opt": {"max-size": "5m"}},
+                  validate=command)
+    assert refused.get("failed") and "unknown: log-opt" in str(refused["msg"]), refused
+    assert daemon.read_text() == '{"userland-proxy": false}\n' and not (tmp_path / "daemon.json.dask-bundle").exists()
+    accepted = run(docker_daemon_json, capsys, path=str(daemon), config={"log-driver": "local"}, validate=command)
+    assert accepted["changed"] and accepted["validated"], accepted
+    assert json.loads(daemon.read_text()) == {"userland-proxy": False, "log-driver": "local"}
+    missing = run(docker_daemon_json, capsys, path=str(daemon), config={"log-driver": "json-file"},
+                  validate="no-such-dockerd --validate --config-file %s")
+    assert missing["changed"] and not missing["validated"], missing
 
 
 def test_a_daemon_json_that_is_not_json_is_refused_untouched(tmp_path: Path,

@@ -33,6 +33,15 @@ options:
     description: The systemd unit whose start time is compared with daemon.json's (empty - no comparison).
     type: str
     default: ""
+  validate:
+    description:
+      - A command that checks the merged daemon.json before anything is written, C(%s) standing for a file with
+        that content (C(dockerd --validate --config-file %s) - dockerd's own rules, so a key it does not know or a
+        value of the wrong type never leaves Docker unable to start). Where it fails, the task fails with its
+        output and nothing is written. A dockerd too old for C(--validate) (before 23.0), or a command not on the
+        host, checks nothing (C(validated) false). Empty - no check.
+    type: str
+    default: ""
 author: dask-gpu bundle
 """
 
@@ -55,10 +64,16 @@ stale:
   description: Whether C(service) last started before daemon.json was last written.
   type: bool
   returned: always
+validated:
+  description: Whether C(validate) checked the merged content (false where there was nothing new to check).
+  type: bool
+  returned: always
 """
 
 import json
 import os
+import shlex
+import tempfile
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
@@ -102,6 +117,25 @@ def stale(module: AnsibleModule, path: str, service: str) -> bool:
     return rc != 0 or not started.isdigit() or int(started) < int(os.stat(path).st_mtime)
 
 
+def validated(module: AnsibleModule, command: str, content: dict[str, Any]) -> bool:
+    """The merged content checked by COMMAND (%s: a file holding it); fails the task where the command refuses it.
+    False where the command cannot check (not on the host, or a dockerd without --validate)."""
+    argv = shlex.split(command)
+    if not argv or module.get_bin_path(argv[0]) is None:
+        return False
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="daemon-json-candidate-") as handle:
+        handle.write(json.dumps(content, indent=4, sort_keys=True) + "\n")
+        handle.flush()
+        rc, out, err = module.run_command([handle.name if word == "%s" else word for word in argv])
+    said = " ".join((out + err).split())
+    if rc != 0 and "unknown flag: --validate" in said:
+        return False
+    if rc != 0:
+        module.fail_json(msg=f"the keys to merge into {module.params['path']} are not what {argv[0]} accepts: {said} "
+                             "(docker_engine_daemon_config, or the keys the bundle adds); nothing was changed")
+    return True
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -109,6 +143,7 @@ def main() -> None:
             "config": {"type": "dict", "default": {}},
             "path": {"type": "path", "default": "/etc/docker/daemon.json"},
             "service": {"type": "str", "default": ""},
+            "validate": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )
@@ -123,11 +158,13 @@ def main() -> None:
         new = daemon_json.merged(current, config)
         writes = [(record_path, new_record, not recorded_exists or new_record != recorded),
                   (path, new, not exists or new != current)]
+        checked = bool(module.params["validate"]) and writes[1][2] and validated(module, module.params["validate"], new)
         if not os.path.isdir(os.path.dirname(path)) and not module.check_mode:
             os.makedirs(os.path.dirname(path), mode=0o755)
     else:
         new = daemon_json.restore(current, recorded) if recorded_exists else current
         writes = [(path, new, recorded_exists and new != current)]
+        checked = False
     for target, content, differs in writes:  # the record first: a run stopped between the two can be undone
         if differs and not module.check_mode:
             write(module, target, content)
@@ -139,6 +176,7 @@ def main() -> None:
             os.remove(record_path)
         changed = True
     module.exit_json(changed=changed, daemon_json=new, stale=stale(module, path, module.params["service"]),
+                     validated=checked,
                      diff={"before": json.dumps(current, indent=4, sort_keys=True) + "\n",
                            "after": json.dumps(new, indent=4, sort_keys=True) + "\n", "before_header": path,
                            "after_header": path})
