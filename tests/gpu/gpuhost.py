@@ -235,6 +235,8 @@ def start_host(cpu: bool) -> dict[str, Any]:
         on_host("install", "-d", "/usr/local/lib/nvidia-ctk-standin")
         for script in ("nvidia-ctk-standin.sh", "cdi-standin.sh"):
             sh("docker", "cp", str(ROOT / "tests" / "gpu" / script), f"{NAME}:/usr/local/lib/nvidia-ctk-standin/")
+            # executable whatever mode the checkout gave it (the first GPU run: a 644 file, "executable not found")
+            on_host("chmod", "0755", f"/usr/local/lib/nvidia-ctk-standin/{script}")
         on_host("ln", "-sf", "/usr/local/lib/nvidia-ctk-standin/nvidia-ctk-standin.sh", "/usr/bin/nvidia-ctk")
         found["nvidia_smi"] = on_host("nvidia-smi", "-L").stdout.strip()
         found["toolkit"] = on_host("nvidia-ctk", "--version").stdout.strip()
