@@ -601,7 +601,8 @@ def step_turns(host: Host) -> dict[str, Any]:
     down_at = time.monotonic()
     found["dask_result"] = said(dask, 120)
     found.update({"green_released_s": green_down_s, "dask_computed_after_green_s": round(time.monotonic() - down_at, 1),
-                  "turn": on_host("sh", "-c", "cat /run/dask-gpu-turns/* 2>/dev/null || true").stdout.strip()})
+                  # who took the GPU's turn last (gpu_turns.py's file, named by the GPU's UUID; `cpu` without one)
+                  "turn": on_host("sh", "-c", "cat /run/dask-gpu-turns/*", check=False).stdout.strip()})
     gone = host.playbook("playbooks/teardown.yml", "-e", f"@{vars_file}")
     off = host.playbook("site.yml")
     found.update({"green_teardown_s": gone["wall_s"], "off_again_s": off["wall_s"],
@@ -611,6 +612,7 @@ def step_turns(host: Host) -> dict[str, Any]:
                        and "exact=True" in found["green_on_gpu"] and found["dask_waited_s"] is not None
                        and not found["dask_started_while_green_ran"] and green_down_s is not None
                        and "exact=True" in found["dask_result"] and found["dask_computed_after_green_s"] <= 30
+                       and '"unit": "dask-worker", "cluster": "dask"' in found["turn"]
                        and gone["passed"] and off["passed"] and found["dask_worker_after_off"] == "active")
     return found
 

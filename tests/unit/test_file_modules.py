@@ -50,8 +50,10 @@ def test_daemon_json_is_merged_once_and_given_back(tmp_path: Path, capsys: pytes
 def test_what_the_validating_program_refuses_is_never_written(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     """The validate command sees the merged content before any write: where it refuses, the task fails with its
-    output and neither daemon.json nor the record changes; where it accepts, both are written. (dockerd --validate,
-    the command the docker_engine role passes, is run on the sandbox's Docker by tests/sandbox/test_hosts.py.)"""
+    output and neither daemon.json nor the record changes; where it accepts, both are written; a command the host
+    lacks checks nothing. (dockerd --validate, the command the docker_engine role passes, needs Docker 23: the
+    sandbox's 20.10 has none, so it ran by hand on the gpuhost CPU host's dockerd 26.1.5 - tests/gpu/results/gpuhost/
+    rehearsal-cpu.md.)"""
     daemon = tmp_path / "daemon.json"
     daemon.write_text('{"userland-proxy": false}\n')
     checker = tmp_path / "check.py"
